@@ -1,0 +1,33 @@
+# pykubelet: `make run` starts a standalone node on manifests/; `make test` runs every test.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: setup venv run test unit bench proto clean-pods
+
+setup: venv ## system packages, containerd (our config), CNI, local images, .venv
+	bash tests/bed/setup.sh
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+run: setup ## pykubelet standalone on manifests/, in the foreground
+	$(VENV)/bin/pykubelet --pod-manifest-path manifests
+
+test: setup ## unit + runtime tests against the real containerd
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+unit: venv ## only the tests that need no runtime
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+bench: setup ## pod startup: CRI floor vs pykubelet, printed as a table
+	$(PY) -m tests.bench.startup
+
+proto: venv ## regenerate the committed gRPC modules from proto/
+	$(PY) proto/generate.py .

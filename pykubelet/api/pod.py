@@ -1,0 +1,265 @@
+"""The part of the Pod API that pykubelet acts on, parsed and validated from a plain dict.
+
+The dict is kept (`Pod.raw`) because it is what came from the user or the apiserver;
+the dataclasses are the typed view the rest of the agent reads.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from pykubelet.api.errors import FieldError, InvalidObject
+
+RESTART_POLICIES = ("Always", "OnFailure", "Never")
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+PROTOCOLS = ("TCP", "UDP", "SCTP")
+DEFAULT_GRACE_SECONDS = 30
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+
+
+@dataclass(frozen=True)
+class ContainerPort:
+    container_port: int
+    protocol: str = "TCP"
+    host_port: int = 0
+    host_ip: str = ""
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    value: str = ""
+
+
+@dataclass(frozen=True)
+class Container:
+    name: str
+    image: str
+    image_pull_policy: str
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    env: tuple[EnvVar, ...] = ()
+    working_dir: str = ""
+    ports: tuple[ContainerPort, ...] = ()
+    tty: bool = False
+    stdin: bool = False
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Pod:
+    name: str
+    namespace: str
+    uid: str
+    containers: tuple[Container, ...]
+    restart_policy: str = "Always"
+    termination_grace_period_seconds: int = DEFAULT_GRACE_SECONDS
+    host_network: bool = False
+    node_name: str = ""
+    labels: dict[str, str] = field(default_factory=dict, compare=False)
+    annotations: dict[str, str] = field(default_factory=dict, compare=False)
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def full_name(self) -> str:
+        """namespace/name, how the kubelet names a pod in its logs."""
+        return f"{self.namespace}/{self.name}"
+
+    def host_port_mappings(self) -> list[ContainerPort]:
+        return [p for c in self.containers for p in c.ports if p.host_port]
+
+
+def default_pull_policy(image: str) -> str:
+    """Always for :latest or untagged images, IfNotPresent otherwise (the API's defaulting)."""
+    last = image.rsplit("/", 1)[-1]
+    if "@" in last:
+        return "IfNotPresent"
+    if ":" not in last or last.endswith(":latest"):
+        return "Always"
+    return "IfNotPresent"
+
+
+class _Reader:
+    """Collects every field error of one object instead of stopping at the first."""
+
+    def __init__(self) -> None:
+        self.errors: list[FieldError] = []
+
+    def fail(self, path: str, detail: str) -> None:
+        self.errors.append(FieldError(path, detail))
+
+    def mapping(self, value: Any, path: str) -> dict[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            self.fail(path, f"must be an object, got {type(value).__name__}")
+            return {}
+        return value
+
+    def items(self, value: Any, path: str) -> list[Any]:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            self.fail(path, f"must be a list, got {type(value).__name__}")
+            return []
+        return value
+
+    def string(self, obj: dict[str, Any], key: str, path: str, required: bool = False) -> str:
+        value = obj.get(key)
+        if value is None or value == "":
+            if required:
+                self.fail(f"{path}.{key}" if path else key, "Required value")
+            return ""
+        if not isinstance(value, str):
+            self.fail(f"{path}.{key}" if path else key, f"must be a string, got {value!r}")
+            return ""
+        return value
+
+    def strings(self, obj: dict[str, Any], key: str, path: str) -> tuple[str, ...]:
+        values = self.items(obj.get(key), f"{path}.{key}")
+        out = []
+        for i, value in enumerate(values):
+            if not isinstance(value, str):
+                self.fail(f"{path}.{key}[{i}]", f"must be a string, got {value!r}")
+            else:
+                out.append(value)
+        return tuple(out)
+
+    def integer(self, obj: dict[str, Any], key: str, path: str, default: int, low: int, high: int) -> int:
+        value = obj.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.fail(f"{path}.{key}", f"must be an integer, got {value!r}")
+            return default
+        if not low <= value <= high:
+            self.fail(f"{path}.{key}", f"Invalid value: {value}: must be between {low} and {high}, inclusive")
+            return default
+        return value
+
+    def boolean(self, obj: dict[str, Any], key: str, path: str) -> bool:
+        value = obj.get(key, False)
+        if not isinstance(value, bool):
+            self.fail(f"{path}.{key}", f"must be true or false, got {value!r}")
+            return False
+        return value
+
+    def choice(self, obj: dict[str, Any], key: str, path: str, allowed: tuple[str, ...], default: str) -> str:
+        value = obj.get(key)
+        if value is None or value == "":
+            return default
+        if value not in allowed:
+            supported = ", ".join(f'"{a}"' for a in allowed)
+            self.fail(f"{path}.{key}", f'Unsupported value: {value!r}: supported values: {supported}')
+            return default
+        return value
+
+    def string_map(self, obj: dict[str, Any], key: str, path: str) -> dict[str, str]:
+        values = self.mapping(obj.get(key), f"{path}.{key}")
+        out = {}
+        for k, v in values.items():
+            if not isinstance(v, str):
+                self.fail(f"{path}.{key}[{k}]", f"must be a string, got {v!r}")
+            else:
+                out[str(k)] = v
+        return out
+
+
+def _parse_port(r: _Reader, raw: Any, path: str) -> ContainerPort | None:
+    obj = r.mapping(raw, path)
+    if not obj:
+        return None
+    if "containerPort" not in obj:
+        r.fail(f"{path}.containerPort", "Required value")
+    return ContainerPort(
+        container_port=r.integer(obj, "containerPort", path, 0, 1, 65535),
+        protocol=r.choice(obj, "protocol", path, PROTOCOLS, "TCP"),
+        host_port=r.integer(obj, "hostPort", path, 0, 0, 65535),
+        host_ip=r.string(obj, "hostIP", path),
+        name=r.string(obj, "name", path),
+    )
+
+
+def _parse_container(r: _Reader, raw: Any, path: str) -> Container | None:
+    obj = r.mapping(raw, path)
+    if not obj:
+        r.fail(path, "must be a container object")
+        return None
+    name = r.string(obj, "name", path, required=True)
+    if name and not _DNS1123_LABEL.match(name):
+        r.fail(f"{path}.name", f"Invalid value: {name!r}: must be a lowercase RFC 1123 label")
+    image = r.string(obj, "image", path, required=True)
+    env = []
+    for i, item in enumerate(r.items(obj.get("env"), f"{path}.env")):
+        entry = r.mapping(item, f"{path}.env[{i}]")
+        env_name = r.string(entry, "name", f"{path}.env[{i}]", required=True)
+        if env_name and not _ENV_NAME.match(env_name):
+            r.fail(f"{path}.env[{i}].name", f"Invalid value: {env_name!r}: must be a C identifier-like name")
+        env.append(EnvVar(env_name, r.string(entry, "value", f"{path}.env[{i}]")))
+    ports = [_parse_port(r, p, f"{path}.ports[{i}]") for i, p in enumerate(r.items(obj.get("ports"), f"{path}.ports"))]
+    return Container(
+        name=name,
+        image=image,
+        image_pull_policy=r.choice(obj, "imagePullPolicy", path, PULL_POLICIES, default_pull_policy(image)),
+        command=r.strings(obj, "command", path),
+        args=r.strings(obj, "args", path),
+        env=tuple(env),
+        working_dir=r.string(obj, "workingDir", path),
+        ports=tuple(p for p in ports if p),
+        tty=r.boolean(obj, "tty", path),
+        stdin=r.boolean(obj, "stdin", path),
+        raw=obj,
+    )
+
+
+def parse_pod(raw: Any, where: str) -> Pod:
+    """A validated Pod from a decoded manifest or API object; InvalidObject names every bad field."""
+    r = _Reader()
+    if not isinstance(raw, dict):
+        raise InvalidObject(where, "Pod", "", [FieldError("(root)", "must be an object (a Pod manifest)")])
+    name = ""
+    meta = r.mapping(raw.get("metadata"), "metadata")
+    if raw.get("kind") not in (None, "Pod"):
+        r.fail("kind", f"Unsupported value: {raw.get('kind')!r}: must be \"Pod\"")
+    if raw.get("apiVersion") not in (None, "v1"):
+        r.fail("apiVersion", f"Unsupported value: {raw.get('apiVersion')!r}: must be \"v1\"")
+    name = r.string(meta, "name", "metadata", required=True)
+    if name and (len(name) > 253 or not _DNS1123_SUBDOMAIN.match(name)):
+        r.fail("metadata.name", f"Invalid value: {name!r}: must be a lowercase RFC 1123 subdomain")
+    namespace = r.string(meta, "namespace", "metadata") or "default"
+    if not _DNS1123_LABEL.match(namespace):
+        r.fail("metadata.namespace", f"Invalid value: {namespace!r}: must be a lowercase RFC 1123 label")
+    spec = r.mapping(raw.get("spec"), "spec")
+    raw_containers = r.items(spec.get("containers"), "spec.containers")
+    if not raw_containers and "spec.containers" not in {e.path for e in r.errors}:
+        r.fail("spec.containers", "Required value")
+    containers = [_parse_container(r, c, f"spec.containers[{i}]") for i, c in enumerate(raw_containers)]
+    seen: set[str] = set()
+    for i, c in enumerate(containers):
+        if c and c.name in seen:
+            r.fail(f"spec.containers[{i}].name", f"Duplicate value: {c.name!r}")
+        if c:
+            seen.add(c.name)
+    pod = Pod(
+        name=name,
+        namespace=namespace,
+        uid=r.string(meta, "uid", "metadata"),
+        containers=tuple(c for c in containers if c),
+        restart_policy=r.choice(spec, "restartPolicy", "spec", RESTART_POLICIES, "Always"),
+        termination_grace_period_seconds=r.integer(
+            spec, "terminationGracePeriodSeconds", "spec", DEFAULT_GRACE_SECONDS, 0, 2**31 - 1),
+        host_network=r.boolean(spec, "hostNetwork", "spec"),
+        node_name=r.string(spec, "nodeName", "spec"),
+        labels=r.string_map(meta, "labels", "metadata"),
+        annotations=r.string_map(meta, "annotations", "metadata"),
+        raw=raw,
+    )
+    if r.errors:
+        raise InvalidObject(where, "Pod", name, r.errors)
+    return pod

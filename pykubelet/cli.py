@@ -1,0 +1,53 @@
+"""The `pykubelet` command: the agent by default; `pods` and `cri` to look at a node."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+
+from pykubelet.config import ConfigError, build_parser, settings_from_args
+from pykubelet.util.log import get_logger, setup_logging
+
+log = get_logger("pykubelet")
+
+EXIT_CONFIG = 2  # bad flags or configuration, as the kubelet and argparse use it
+
+
+async def _run_agent(settings) -> int:
+    from pykubelet.agent import Agent, LoopDied
+
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)  # type: ignore[union-attr]
+    try:
+        await Agent(settings).run()
+    except asyncio.CancelledError:
+        log.info("Agent stopped by signal; pods keep running")
+        return 0
+    except LoopDied as e:
+        log.error("Agent stopping", err=str(e))
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in ("pods", "cri"):
+        from pykubelet.tools import inspect
+
+        return inspect.main(argv)
+    args = build_parser().parse_args(argv)
+    setup_logging(args.v or 0)
+    try:
+        settings = settings_from_args(args)
+    except ConfigError as e:
+        print(f"pykubelet: invalid configuration: {e}", file=sys.stderr)
+        return EXIT_CONFIG
+    setup_logging(settings.verbosity)
+    return asyncio.run(_run_agent(settings))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,261 @@
+"""Settings from kubelet-compatible flags and a KubeletConfiguration file.
+
+Precedence is the kubelet's: built-in defaults < the --config file < command-line flags.
+Invalid values raise ConfigError naming the flag or the file and field (the CLI exits 2).
+Kubelet flags and fields that pykubelet does not implement yet are accepted with a warning.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import yaml
+
+from pykubelet.util.durations import parse_duration
+from pykubelet.util.log import get_logger
+
+log = get_logger(__name__)
+
+CONFIG_API_VERSION = "kubelet.config.k8s.io/v1beta1"
+CONFIG_KIND = "KubeletConfiguration"
+
+
+class ConfigError(ValueError):
+    """A setting that cannot be used; the message names where it came from."""
+
+
+@dataclass
+class RuntimeSettings:
+    """How to reach the container runtime over CRI."""
+
+    endpoint: str = "unix:///run/containerd/containerd.sock"
+    """containerRuntimeEndpoint / --container-runtime-endpoint."""
+    image_endpoint: str = ""
+    """imageServiceEndpoint; empty means the runtime endpoint."""
+    request_timeout: float = 120.0
+    """runtimeRequestTimeout, seconds (default 2m): the deadline of slow CRI calls such as PullImage."""
+
+
+@dataclass
+class PodSettings:
+    """Where pods come from and how often they are looked at."""
+
+    static_pod_path: str = ""
+    """staticPodPath / --pod-manifest-path: a directory (or one file) of Pod manifests; empty: none."""
+    file_check_frequency: float = 20.0
+    """fileCheckFrequency, seconds (default 20s): full rescan of the manifests, besides inotify."""
+    sync_frequency: float = 60.0
+    """syncFrequency, seconds (default 1m): the longest a pod goes without a sync."""
+    max_pods: int = 110
+    """maxPods: pods this node runs at most; more are rejected."""
+    pod_logs_dir: str = "/var/log/pods"
+    """podLogsDir: where container logs are written, one directory per pod."""
+
+
+@dataclass
+class ServerSettings:
+    """Local HTTP endpoints."""
+
+    healthz_bind_address: str = "127.0.0.1"
+    """healthzBindAddress: where /healthz and pykubelet's local /pods listen."""
+    healthz_port: int = 10248
+    """healthzPort; 0 disables the endpoint."""
+
+
+@dataclass
+class Settings:
+    node_name: str = ""
+    """--hostname-override, else the host name lowercased, as the kubelet does."""
+    root_dir: str = "/var/lib/kubelet"
+    """--root-dir: the agent's state (per-pod directories, checkpoints)."""
+    verbosity: int = 0
+    """--v: 0 logs info; 4 and up log debug."""
+    runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
+    pods: PodSettings = field(default_factory=PodSettings)
+    server: ServerSettings = field(default_factory=ServerSettings)
+
+
+def _positive_duration(value: Any) -> float:
+    seconds = parse_duration(value)
+    if seconds <= 0:
+        raise ValueError(f"must be a positive duration, got {value!r}")
+    return seconds
+
+
+def _port(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
+        raise ValueError(f"must be a port number between 0 and 65535, got {value!r}")
+    return value
+
+
+def _positive_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"must be a positive integer, got {value!r}")
+    return value
+
+
+def _endpoint(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"must be an endpoint like unix:///run/containerd/containerd.sock, got {value!r}")
+    if "://" not in value:
+        # The kubelet still accepts a bare socket path, with a deprecation warning.
+        log.warning("Using a bare path as a CRI endpoint is deprecated; prefix it with unix://", endpoint=value)
+        value = "unix://" + value
+    if not value.startswith("unix://"):
+        raise ValueError(f"only unix:// endpoints are supported, got {value!r}")
+    return value
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"must be a string, got {value!r}")
+    return value
+
+
+# KubeletConfiguration field -> (parser, setter). One table serves the file and the flags.
+_Setter = Callable[[Settings, Any], None]
+_FIELDS: dict[str, tuple[Callable[[Any], Any], _Setter]] = {
+    "staticPodPath": (_text, lambda s, v: setattr(s.pods, "static_pod_path", v)),
+    "fileCheckFrequency": (_positive_duration, lambda s, v: setattr(s.pods, "file_check_frequency", v)),
+    "syncFrequency": (_positive_duration, lambda s, v: setattr(s.pods, "sync_frequency", v)),
+    "maxPods": (_positive_int, lambda s, v: setattr(s.pods, "max_pods", v)),
+    "podLogsDir": (_text, lambda s, v: setattr(s.pods, "pod_logs_dir", v)),
+    "containerRuntimeEndpoint": (_endpoint, lambda s, v: setattr(s.runtime, "endpoint", v)),
+    "imageServiceEndpoint": (_endpoint, lambda s, v: setattr(s.runtime, "image_endpoint", v)),
+    "runtimeRequestTimeout": (_positive_duration, lambda s, v: setattr(s.runtime, "request_timeout", v)),
+    "healthzBindAddress": (_text, lambda s, v: setattr(s.server, "healthz_bind_address", v)),
+    "healthzPort": (_port, lambda s, v: setattr(s.server, "healthz_port", v)),
+}
+
+# Fields paths are resolved against the config file's directory, as the kubelet does.
+_PATH_FIELDS = ("staticPodPath",)
+
+# Real KubeletConfiguration fields that pykubelet reads but does not act on yet.
+UNIMPLEMENTED_FIELDS = frozenset({
+    "address", "port", "readOnlyPort", "tlsCertFile", "tlsPrivateKeyFile", "authentication",
+    "authorization", "clusterDNS", "clusterDomain", "cgroupDriver", "cgroupRoot", "cgroupsPerQOS",
+    "evictionHard", "evictionSoft", "evictionPressureTransitionPeriod", "failSwapOn",
+    "imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge",
+    "nodeStatusUpdateFrequency", "nodeStatusReportFrequency", "nodeLeaseDurationSeconds",
+    "kubeAPIQPS", "kubeAPIBurst", "serializeImagePulls", "maxParallelImagePulls",
+    "registerNode", "registerWithTaints", "rotateCertificates", "serverTLSBootstrap",
+    "resolvConf", "hairpinMode", "podCIDR", "podPidsLimit", "protectKernelDefaults",
+    "kubeReserved", "systemReserved", "enforceNodeAllocatable", "featureGates", "logging",
+    "shutdownGracePeriod", "shutdownGracePeriodCriticalPods", "staticPodURL", "staticPodURLHeader",
+    "containerLogMaxSize", "containerLogMaxFiles", "cpuManagerPolicy", "memoryManagerPolicy",
+    "topologyManagerPolicy", "volumePluginDir", "providerID", "streamingConnectionIdleTimeout",
+    "enableServer", "enableDebuggingHandlers", "healthzBindAddress6", "httpCheckFrequency",
+})
+
+
+def load_config_file(path: str, settings: Settings) -> None:
+    """Apply a KubeletConfiguration YAML/JSON file onto settings."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = yaml.safe_load(f)
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read the kubelet config file: {e.strerror}") from e
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from e
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}: must be a {CONFIG_KIND} object")
+    if doc.get("apiVersion") != CONFIG_API_VERSION or doc.get("kind") != CONFIG_KIND:
+        raise ConfigError(
+            f"{path}: apiVersion/kind must be {CONFIG_API_VERSION}/{CONFIG_KIND}, "
+            f"got {doc.get('apiVersion')!r}/{doc.get('kind')!r}")
+    base = os.path.dirname(os.path.abspath(path))
+    for key, value in doc.items():
+        if key in ("apiVersion", "kind"):
+            continue
+        if key in _FIELDS:
+            parse, assign = _FIELDS[key]
+            try:
+                parsed = parse(value)
+            except ValueError as e:
+                raise ConfigError(f"{path}: field {key}: {e}") from e
+            if key in _PATH_FIELDS and parsed and not os.path.isabs(parsed):
+                parsed = os.path.join(base, parsed)
+            assign(settings, parsed)
+        elif key in UNIMPLEMENTED_FIELDS:
+            log.warning("Kubelet config field not implemented by pykubelet yet; ignored", file=path, field=key)
+        else:
+            log.warning("Unknown kubelet config field; ignored", file=path, field=key)
+
+
+# Real kubelet flags pykubelet accepts but does not act on yet (a warning names each one used).
+UNIMPLEMENTED_FLAGS = (
+    "kubeconfig", "bootstrap-kubeconfig", "node-ip", "node-labels", "register-node",
+    "register-with-taints", "cgroup-driver", "fail-swap-on", "pod-infra-container-image",
+    "cluster-dns", "cluster-domain", "cert-dir", "rotate-certificates", "provider-id",
+    "feature-gates", "runtime-cgroups", "kubelet-cgroups", "cloud-provider", "volume-plugin-dir",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="pykubelet",
+        description="A small kubelet-like node agent. Without --kubeconfig it runs standalone: "
+                    "static Pods from --pod-manifest-path only.",
+    )
+    p.add_argument("--config", help="path to a KubeletConfiguration file")
+    p.add_argument("--pod-manifest-path", help="directory (or file) of static Pod manifests")
+    p.add_argument("--container-runtime-endpoint", help="CRI endpoint, e.g. unix:///run/containerd/containerd.sock")
+    p.add_argument("--image-service-endpoint", help="CRI image endpoint (default: the runtime endpoint)")
+    p.add_argument("--runtime-request-timeout", help="deadline of slow CRI calls, e.g. 2m")
+    p.add_argument("--file-check-frequency", help="full rescan period of the manifests, e.g. 20s")
+    p.add_argument("--sync-frequency", help="longest time between two syncs of a pod, e.g. 1m")
+    p.add_argument("--max-pods", type=int, help="most pods this node runs")
+    p.add_argument("--pod-logs-dir", help="where container logs go (default /var/log/pods)")
+    p.add_argument("--healthz-bind-address", help="address of /healthz (default 127.0.0.1)")
+    p.add_argument("--healthz-port", type=int, help="port of /healthz (default 10248, 0 disables)")
+    p.add_argument("--hostname-override", help="node name to use instead of the host name")
+    p.add_argument("--root-dir", help="agent state directory (default /var/lib/kubelet)")
+    p.add_argument("--v", "-v", type=int, default=None, help="log verbosity (4 and up: debug)")
+    for name in UNIMPLEMENTED_FLAGS:
+        p.add_argument(f"--{name}", nargs="?", const="true", help=argparse.SUPPRESS)
+    return p
+
+
+_FLAG_TO_FIELD = {
+    "pod_manifest_path": "staticPodPath",
+    "container_runtime_endpoint": "containerRuntimeEndpoint",
+    "image_service_endpoint": "imageServiceEndpoint",
+    "runtime_request_timeout": "runtimeRequestTimeout",
+    "file_check_frequency": "fileCheckFrequency",
+    "sync_frequency": "syncFrequency",
+    "max_pods": "maxPods",
+    "pod_logs_dir": "podLogsDir",
+    "healthz_bind_address": "healthzBindAddress",
+    "healthz_port": "healthzPort",
+}
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    settings = Settings()
+    if args.config:
+        load_config_file(args.config, settings)
+    for attr, key in _FLAG_TO_FIELD.items():
+        value = getattr(args, attr)
+        if value is None:
+            continue
+        parse, assign = _FIELDS[key]
+        try:
+            assign(settings, parse(value))
+        except ValueError as e:
+            raise ConfigError(f"flag --{attr.replace('_', '-')}: {e}") from e
+    for name in UNIMPLEMENTED_FLAGS:
+        if getattr(args, name.replace("-", "_")) is not None:
+            log.warning("Kubelet flag not implemented by pykubelet yet; ignored", flag=f"--{name}")
+    if args.root_dir:
+        settings.root_dir = args.root_dir
+    if args.v is not None:
+        settings.verbosity = args.v
+    override = (args.hostname_override or "").strip()
+    settings.node_name = (override or socket.gethostname()).lower()
+    if settings.pods.static_pod_path:
+        settings.pods.static_pod_path = os.path.abspath(settings.pods.static_pod_path)
+    return settings

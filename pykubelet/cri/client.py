@@ -1,0 +1,152 @@
+"""An asyncio CRI client: one method per RPC of runtime.v1 RuntimeService and ImageService.
+
+Every call has a timeout; gRPC failures become typed errors (cri.errors); stopping and
+removing something that is already gone is success, as with crictl and the kubelet.
+"""
+
+from __future__ import annotations
+
+from typing import Awaitable, Callable, TypeVar
+
+import grpc
+
+from pykubelet.cri import errors
+from pykubelet.cri.v1 import api_pb2 as api
+from pykubelet.cri.v1 import api_pb2_grpc as api_grpc
+
+T = TypeVar("T")
+
+# The kubelet's own limit: large nodes list many containers in one answer.
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+DEFAULT_TIMEOUT = 10.0
+
+
+class CRIClient:
+    """Talks to a CRI runtime on a unix socket. `slow_timeout` bounds image pulls and stops."""
+
+    def __init__(self, endpoint: str, image_endpoint: str = "",
+                 timeout: float = DEFAULT_TIMEOUT, slow_timeout: float = 120.0):
+        self.endpoint = endpoint
+        self.image_endpoint = image_endpoint or endpoint
+        self.timeout = timeout
+        self.slow_timeout = slow_timeout
+        options = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                   ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)]
+        self._channel = grpc.aio.insecure_channel(endpoint, options=options)
+        self._image_channel = (self._channel if self.image_endpoint == endpoint
+                               else grpc.aio.insecure_channel(self.image_endpoint, options=options))
+        self._runtime = api_grpc.RuntimeServiceStub(self._channel)
+        self._images = api_grpc.ImageServiceStub(self._image_channel)
+
+    async def close(self) -> None:
+        await self._channel.close()
+        if self._image_channel is not self._channel:
+            await self._image_channel.close()
+
+    async def __aenter__(self) -> "CRIClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _call(self, rpc: str, method: Callable[..., Awaitable[T]], request: object,
+                    timeout: float | None = None) -> T:
+        try:
+            return await method(request, timeout=timeout or self.timeout)
+        except grpc.aio.AioRpcError as e:
+            raise errors.from_rpc_error(rpc, e) from None
+
+    async def _ignore_not_found(self, rpc: str, method: Callable[..., Awaitable[T]], request: object,
+                                timeout: float | None = None) -> None:
+        try:
+            await self._call(rpc, method, request, timeout)
+        except errors.NotFound:
+            pass
+
+    # --- runtime: identity and health
+    async def version(self) -> api.VersionResponse:
+        return await self._call("Version", self._runtime.Version, api.VersionRequest(version="v1"))
+
+    async def status(self, verbose: bool = False) -> api.StatusResponse:
+        return await self._call("Status", self._runtime.Status, api.StatusRequest(verbose=verbose))
+
+    async def update_runtime_config(self, pod_cidr: str) -> None:
+        config = api.RuntimeConfig(network_config=api.NetworkConfig(pod_cidr=pod_cidr))
+        await self._call("UpdateRuntimeConfig", self._runtime.UpdateRuntimeConfig,
+                         api.UpdateRuntimeConfigRequest(runtime_config=config))
+
+    # --- runtime: sandboxes
+    async def run_pod_sandbox(self, config: api.PodSandboxConfig, runtime_handler: str = "") -> str:
+        response = await self._call(
+            "RunPodSandbox", self._runtime.RunPodSandbox,
+            api.RunPodSandboxRequest(config=config, runtime_handler=runtime_handler), self.slow_timeout)
+        return response.pod_sandbox_id
+
+    async def stop_pod_sandbox(self, sandbox_id: str) -> None:
+        await self._ignore_not_found("StopPodSandbox", self._runtime.StopPodSandbox,
+                                     api.StopPodSandboxRequest(pod_sandbox_id=sandbox_id), self.slow_timeout)
+
+    async def remove_pod_sandbox(self, sandbox_id: str) -> None:
+        await self._ignore_not_found("RemovePodSandbox", self._runtime.RemovePodSandbox,
+                                     api.RemovePodSandboxRequest(pod_sandbox_id=sandbox_id), self.slow_timeout)
+
+    async def pod_sandbox_status(self, sandbox_id: str, verbose: bool = False) -> api.PodSandboxStatusResponse:
+        return await self._call("PodSandboxStatus", self._runtime.PodSandboxStatus,
+                                api.PodSandboxStatusRequest(pod_sandbox_id=sandbox_id, verbose=verbose))
+
+    async def list_pod_sandbox(self, label_selector: dict[str, str] | None = None) -> list[api.PodSandbox]:
+        request = api.ListPodSandboxRequest(filter=api.PodSandboxFilter(label_selector=label_selector or {}))
+        return list((await self._call("ListPodSandbox", self._runtime.ListPodSandbox, request)).items)
+
+    # --- runtime: containers
+    async def create_container(self, sandbox_id: str, config: api.ContainerConfig,
+                               sandbox_config: api.PodSandboxConfig) -> str:
+        request = api.CreateContainerRequest(pod_sandbox_id=sandbox_id, config=config,
+                                             sandbox_config=sandbox_config)
+        response = await self._call("CreateContainer", self._runtime.CreateContainer, request, self.slow_timeout)
+        return response.container_id
+
+    async def start_container(self, container_id: str) -> None:
+        await self._call("StartContainer", self._runtime.StartContainer,
+                         api.StartContainerRequest(container_id=container_id), self.slow_timeout)
+
+    async def stop_container(self, container_id: str, grace_seconds: int) -> None:
+        """SIGTERM, then SIGKILL after grace_seconds; the call waits that long plus a margin."""
+        await self._ignore_not_found("StopContainer", self._runtime.StopContainer,
+                                     api.StopContainerRequest(container_id=container_id, timeout=grace_seconds),
+                                     grace_seconds + self.timeout)
+
+    async def remove_container(self, container_id: str) -> None:
+        await self._ignore_not_found("RemoveContainer", self._runtime.RemoveContainer,
+                                     api.RemoveContainerRequest(container_id=container_id), self.slow_timeout)
+
+    async def list_containers(self, label_selector: dict[str, str] | None = None) -> list[api.Container]:
+        request = api.ListContainersRequest(filter=api.ContainerFilter(label_selector=label_selector or {}))
+        return list((await self._call("ListContainers", self._runtime.ListContainers, request)).containers)
+
+    async def container_status(self, container_id: str, verbose: bool = False) -> api.ContainerStatusResponse:
+        return await self._call("ContainerStatus", self._runtime.ContainerStatus,
+                                api.ContainerStatusRequest(container_id=container_id, verbose=verbose))
+
+    async def exec_sync(self, container_id: str, cmd: list[str], timeout_seconds: int) -> api.ExecSyncResponse:
+        request = api.ExecSyncRequest(container_id=container_id, cmd=cmd, timeout=timeout_seconds)
+        return await self._call("ExecSync", self._runtime.ExecSync, request, timeout_seconds + self.timeout)
+
+    # --- images
+    async def list_images(self) -> list[api.Image]:
+        return list((await self._call("ListImages", self._images.ListImages, api.ListImagesRequest())).images)
+
+    async def image_status(self, image: str) -> api.Image | None:
+        """The image if present, None if not (CRI answers an empty status, not NotFound)."""
+        response = await self._call("ImageStatus", self._images.ImageStatus,
+                                    api.ImageStatusRequest(image=api.ImageSpec(image=image)))
+        return response.image if response.HasField("image") and response.image.id else None
+
+    async def pull_image(self, image: str, sandbox_config: api.PodSandboxConfig | None = None) -> str:
+        """Pull and return the image reference (its ID) the runtime resolved."""
+        request = api.PullImageRequest(image=api.ImageSpec(image=image), sandbox_config=sandbox_config)
+        return (await self._call("PullImage", self._images.PullImage, request, self.slow_timeout)).image_ref
+
+    async def remove_image(self, image: str) -> None:
+        await self._ignore_not_found("RemoveImage", self._images.RemoveImage,
+                                     api.RemoveImageRequest(image=api.ImageSpec(image=image)))

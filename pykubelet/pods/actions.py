@@ -1,0 +1,99 @@
+"""What one sync must do to a pod, computed from its spec and what the runtime holds.
+
+Pure logic (the kubelet's computePodActions): no I/O, so every rule here has a unit test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pykubelet.api.pod import Container, Pod
+from pykubelet.runtime.specs import container_hash
+from pykubelet.runtime.state import CREATED, RUNNING, UNKNOWN, ContainerState, PodRuntimeState
+
+
+@dataclass
+class PodActions:
+    kill_pod: bool = False
+    """Stop every container and sandbox first (the sandbox is being replaced or the pod is done)."""
+    create_sandbox: bool = False
+    sandbox_id: str = ""
+    """The ready sandbox to start containers in, when it is kept."""
+    attempt: int = 0
+    """The sandbox attempt number (kept or new)."""
+    start: list[str] = field(default_factory=list)
+    """Names of containers to (re)start, in spec order."""
+    kill: dict[str, str] = field(default_factory=dict)
+    """Container ID -> why it is stopped."""
+
+    def is_noop(self) -> bool:
+        return not (self.kill_pod or self.create_sandbox or self.start or self.kill)
+
+
+def should_restart(container_state: ContainerState | None, restart_policy: str) -> bool:
+    """Whether a container that is not running should be started (again)."""
+    if container_state is None:
+        return True
+    if container_state.state == RUNNING:
+        return False
+    if container_state.state in (UNKNOWN, CREATED):
+        return True  # never really ran, or we cannot tell
+    if restart_policy == "Never":
+        return False
+    if restart_policy == "OnFailure" and container_state.exit_code == 0:
+        return False
+    return True
+
+
+def _is_running(c: ContainerState | None) -> bool:
+    return c is not None and c.state in (RUNNING, UNKNOWN)
+
+
+def _needs_start_in_new_sandbox(pod: Pod, container: Container, state: PodRuntimeState) -> bool:
+    latest = state.latest(container.name)
+    return not (pod.restart_policy == "OnFailure" and latest is not None
+                and latest.state not in (RUNNING, UNKNOWN, CREATED) and latest.exit_code == 0)
+
+
+def compute_pod_actions(pod: Pod, state: PodRuntimeState) -> PodActions:
+    sandbox = state.sandboxes[0] if state.sandboxes else None
+    something_alive = bool(state.running()) or any(s.ready for s in state.sandboxes)
+
+    if sandbox is None or not sandbox.ready:
+        attempt = sandbox.attempt + 1 if sandbox else 0
+        # A pod that must not restart keeps its dead sandbox once its containers have run.
+        if pod.restart_policy == "Never" and sandbox is not None and state.containers:
+            return PodActions(kill_pod=something_alive)
+        start = [c.name for c in pod.containers if _needs_start_in_new_sandbox(pod, c, state)]
+        if not start and sandbox is not None:
+            return PodActions(kill_pod=something_alive)  # OnFailure and everything succeeded
+        return PodActions(kill_pod=something_alive, create_sandbox=True, attempt=attempt, start=start)
+
+    actions = PodActions(sandbox_id=sandbox.id, attempt=sandbox.attempt)
+    wanted = {c.name for c in pod.containers}
+    for container in pod.containers:
+        latest = state.latest(container.name)
+        if not _is_running(latest):
+            if should_restart(latest, pod.restart_policy):
+                actions.start.append(container.name)
+        elif latest.hash != container_hash(container):
+            actions.kill[latest.id] = "Container definition changed"
+            actions.start.append(container.name)
+        elif latest.sandbox_id != sandbox.id:
+            actions.kill[latest.id] = "Container runs in an old sandbox"
+            actions.start.append(container.name)
+    for c in state.running():
+        if c.name not in wanted:
+            actions.kill[c.id] = "Container is not in the pod spec"
+    return actions
+
+
+def is_terminal(pod: Pod, state: PodRuntimeState) -> bool:
+    """Every container ran and none will run again: the pod Succeeded or Failed for good."""
+    if pod.restart_policy == "Always":
+        return False
+    for container in pod.containers:
+        latest = state.latest(container.name)
+        if latest is None or _is_running(latest) or should_restart(latest, pod.restart_policy):
+            return False
+    return True

@@ -1,0 +1,134 @@
+"""The Pod status a user sees (kubectl's view), derived from spec + runtime state + last sync.
+
+Pure logic following the kubelet: container states with lastState and restartCount, waiting
+reasons from the last sync (CrashLoopBackOff, ErrImagePull...), phase, conditions, IPs.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from pykubelet.api.pod import Pod
+from pykubelet.pods.actions import should_restart
+from pykubelet.runtime.state import EXITED, RUNNING, ContainerState, PodRuntimeState
+
+CONTAINER_CREATING = "ContainerCreating"
+CONTAINER_ID_SCHEME = "containerd://"
+
+
+def rfc3339(seconds: float) -> str | None:
+    if not seconds:
+        return None
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _terminated(c: ContainerState) -> dict[str, Any]:
+    reason = c.reason or ("Completed" if c.exit_code == 0 else "Error")
+    out = {"exitCode": c.exit_code, "reason": reason, "startedAt": rfc3339(c.started_at),
+           "finishedAt": rfc3339(c.finished_at), "containerID": CONTAINER_ID_SCHEME + c.id}
+    if c.message:
+        out["message"] = c.message
+    return out
+
+
+def _state(c: ContainerState) -> dict[str, Any]:
+    if c.state == RUNNING:
+        return {"running": {"startedAt": rfc3339(c.started_at)}}
+    if c.state == EXITED:
+        return {"terminated": _terminated(c)}
+    return {"waiting": {"reason": CONTAINER_CREATING}}
+
+
+def container_status(pod: Pod, name: str, image: str, state: PodRuntimeState,
+                     waiting: tuple[str, str] | None) -> dict[str, Any]:
+    latest = state.latest(name)
+    status: dict[str, Any] = {"name": name, "image": image, "imageID": "", "ready": False,
+                              "started": False, "restartCount": 0, "lastState": {}}
+    if latest is None:
+        reason, message = waiting or (CONTAINER_CREATING, "")
+        status["state"] = {"waiting": {"reason": reason, **({"message": message} if message else {})}}
+        return status
+    status.update(restartCount=latest.restart_count, imageID=latest.image_ref,
+                  containerID=CONTAINER_ID_SCHEME + latest.id, state=_state(latest))
+    previous = state.previous(name)
+    if previous is not None and previous.state == EXITED:
+        status["lastState"] = {"terminated": _terminated(previous)}
+    if latest.state == RUNNING:
+        # Without readiness probes a running container is ready (probes come with their issue).
+        status["ready"] = status["started"] = True
+    elif waiting and should_restart(latest, pod.restart_policy):
+        # It will run again: show why it waits, and keep what it exited with as lastState.
+        if latest.state == EXITED:
+            status["lastState"] = {"terminated": _terminated(latest)}
+        reason, message = waiting
+        status["state"] = {"waiting": {"reason": reason, **({"message": message} if message else {})}}
+    return status
+
+
+def pod_phase(pod: Pod, statuses: list[dict[str, Any]]) -> str:
+    """The kubelet's getPhase over the app containers."""
+    running = waiting = stopped = succeeded = unknown = 0
+    for status in statuses:
+        state = status.get("state", {})
+        if "running" in state:
+            running += 1
+        elif "terminated" in state:
+            stopped += 1
+            succeeded += state["terminated"]["exitCode"] == 0
+        elif "waiting" in state:
+            if "terminated" in status.get("lastState", {}):
+                stopped += 1
+            else:
+                waiting += 1
+        else:
+            unknown += 1
+    if waiting:
+        return "Pending"
+    if running and not unknown:
+        return "Running"
+    if not running and stopped and not unknown:
+        if pod.restart_policy == "Always":
+            return "Running"
+        if stopped == succeeded:
+            return "Succeeded"
+        return "Failed" if pod.restart_policy == "Never" else "Running"
+    return "Pending"
+
+
+def _condition(kind: str, true: bool, now: str, reason: str = "") -> dict[str, Any]:
+    cond = {"type": kind, "status": "True" if true else "False", "lastProbeTime": None,
+            "lastTransitionTime": now}
+    if reason and not true:
+        cond["reason"] = reason
+    return cond
+
+
+def pod_status(pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, str]],
+               host_ip: str, start_time: float) -> dict[str, Any]:
+    statuses = [container_status(pod, c.name, c.image, state, waiting.get(c.name)) for c in pod.containers]
+    phase = pod_phase(pod, statuses)
+    sandbox = state.sandboxes[0] if state.sandboxes else None
+    pod_ip = host_ip if pod.host_network else (sandbox.ip if sandbox and sandbox.ready else "")
+    all_ready = all(s["ready"] for s in statuses)
+    now = rfc3339(start_time) or ""
+    status: dict[str, Any] = {
+        "phase": phase,
+        "conditions": [
+            _condition("PodReadyToStartContainers", bool(sandbox and sandbox.ready), now),
+            _condition("Initialized", True, now),
+            _condition("Ready", all_ready and phase == "Running", now, "ContainersNotReady"),
+            _condition("ContainersReady", all_ready, now, "ContainersNotReady"),
+            _condition("PodScheduled", True, now),
+        ],
+        "hostIP": host_ip,
+        "startTime": rfc3339(start_time),
+        "containerStatuses": statuses,
+        "qosClass": "BestEffort",
+    }
+    if host_ip:
+        status["hostIPs"] = [{"ip": host_ip}]
+    if pod_ip:
+        status["podIP"] = pod_ip
+        status["podIPs"] = [{"ip": pod_ip}]
+    return status

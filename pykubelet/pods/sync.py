@@ -1,0 +1,189 @@
+"""Carries out a pod's actions on the runtime: the kubelet's SyncPod, KillPod and cleanup.
+
+Only a pod's worker calls these, so nothing here races with itself for the same pod.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from dataclasses import dataclass, field
+
+from pykubelet.api.pod import Container, Pod
+from pykubelet.cri import errors
+from pykubelet.cri.client import CRIClient
+from pykubelet.cri.v1 import api_pb2 as api
+from pykubelet.pods.actions import compute_pod_actions, is_terminal
+from pykubelet.runtime import gc, specs
+from pykubelet.runtime.images import ImageError, ImageManager
+from pykubelet.runtime.state import EXITED, ContainerState, PodRuntimeState
+from pykubelet.util.backoff import Backoff
+from pykubelet.util.durations import format_duration
+from pykubelet.util.log import get_logger
+
+log = get_logger(__name__)
+
+CRASH_LOOP_BACK_OFF = "CrashLoopBackOff"
+CREATE_CONTAINER_ERROR = "CreateContainerError"
+RUN_CONTAINER_ERROR = "RunContainerError"
+CONTAINER_CREATING = "ContainerCreating"
+
+
+@dataclass
+class SyncResult:
+    waiting: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Container name -> (reason, message) for containers that could not start this time."""
+    retry_in: float | None = None
+    """Seconds until the earliest back-off ends: the worker syncs again then."""
+    changed: bool = False
+    """Whether the runtime was touched (the state must be read again)."""
+
+    def retry_after(self, seconds: float) -> None:
+        self.retry_in = seconds if self.retry_in is None else min(self.retry_in, seconds)
+
+
+def _restart_key(pod: Pod, container: Container) -> str:
+    # Starts with the UID so a pod's entries can be forgotten together.
+    return f"{pod.uid}_{container.name}_{specs.container_hash(container)}"
+
+
+class PodSyncer:
+    def __init__(self, cri: CRIClient, images: ImageManager, restart_backoff: Backoff, logs_root: str):
+        self.cri = cri
+        self.images = images
+        self.restart_backoff = restart_backoff
+        self.sandbox_backoff = Backoff(initial=1.0, maximum=60.0, clock=restart_backoff.clock)
+        self.logs_root = logs_root
+
+    async def sync(self, pod: Pod, state: PodRuntimeState) -> SyncResult:
+        result = SyncResult()
+        actions = compute_pod_actions(pod, state)
+        if actions.kill_pod:
+            await self.kill_pod(pod.full_name, state, pod.termination_grace_period_seconds)
+            result.changed = True
+        elif is_terminal(pod, state) and any(s.ready for s in state.sandboxes):
+            log.info("Pod has finished; stopping its sandbox", pod=pod.full_name)
+            await self._stop_sandboxes(state)
+            result.changed = True
+        if actions.kill:
+            await asyncio.gather(*(self._stop_container(pod.full_name, cid, why, pod.termination_grace_period_seconds)
+                                   for cid, why in actions.kill.items()))
+            result.changed = True
+        if not actions.start:
+            return result
+
+        attempt = actions.attempt
+        sandbox_config = specs.sandbox_config(pod, attempt, self.logs_root)
+        sandbox_id = actions.sandbox_id
+        if actions.create_sandbox:
+            sandbox_key = f"{pod.uid}_sandbox"
+            if self.sandbox_backoff.in_backoff_since_update(sandbox_key):
+                result.retry_after(self.sandbox_backoff.delay(sandbox_key))
+                return result
+            try:
+                sandbox_id = await self._create_sandbox(pod, sandbox_config)
+            except errors.CRIError as e:
+                self.sandbox_backoff.next(sandbox_key, self.sandbox_backoff.clock())
+                log.error("Failed to create pod sandbox", pod=pod.full_name, err=str(e))
+                for name in actions.start:
+                    result.waiting[name] = (CONTAINER_CREATING, f"Failed to create pod sandbox: {e.details}")
+                result.retry_after(self.sandbox_backoff.delay(sandbox_key))
+                return result
+            result.changed = True
+
+        by_name = {c.name: c for c in pod.containers}
+        for name in actions.start:
+            started = await self._start_container(pod, by_name[name], state.latest(name), sandbox_id,
+                                                  sandbox_config, result)
+            result.changed |= started
+        return result
+
+    async def _create_sandbox(self, pod: Pod, config: api.PodSandboxConfig) -> str:
+        os.makedirs(config.log_directory, mode=0o755, exist_ok=True)
+        sandbox_id = await self.cri.run_pod_sandbox(config)
+        log.info("Created pod sandbox", pod=pod.full_name, sandbox=sandbox_id[:13],
+                 attempt=config.metadata.attempt)
+        return sandbox_id
+
+    async def _start_container(self, pod: Pod, container: Container, latest: ContainerState | None,
+                               sandbox_id: str, sandbox_config: api.PodSandboxConfig, result: SyncResult) -> bool:
+        name = container.name
+        if latest is not None and latest.state == EXITED:
+            key = _restart_key(pod, container)
+            if self.restart_backoff.in_backoff_since(key, latest.finished_at):
+                delay = self.restart_backoff.delay(key)
+                result.waiting[name] = (CRASH_LOOP_BACK_OFF, f"back-off {format_duration(delay)} restarting failed "
+                                                             f"container={name} pod={pod.name}_{pod.namespace}({pod.uid})")
+                result.retry_after(self.restart_backoff.remaining(key, latest.finished_at))
+                return False
+            self.restart_backoff.next(key, latest.finished_at)
+        restart_count = latest.restart_count + 1 if latest else 0
+        try:
+            image_ref = await self.images.ensure(container, sandbox_config, pod.full_name)
+        except ImageError as e:
+            result.waiting[name] = (e.reason, e.message)
+            result.retry_after(max(self.images.backoff.delay(container.image), 1.0))
+            return False
+        os.makedirs(os.path.join(sandbox_config.log_directory, name), mode=0o755, exist_ok=True)
+        config = specs.container_config(pod, container, image_ref, restart_count)
+        try:
+            container_id = await self.cri.create_container(sandbox_id, config, sandbox_config)
+        except errors.CRIError as e:
+            log.error("Failed to create container", pod=pod.full_name, container=name, err=str(e))
+            result.waiting[name] = (CREATE_CONTAINER_ERROR, e.details)
+            result.retry_after(self.restart_backoff.delay(_restart_key(pod, container)) or 1.0)
+            return False
+        try:
+            await self.cri.start_container(container_id)
+        except errors.CRIError as e:
+            log.error("Failed to start container", pod=pod.full_name, container=name, err=str(e))
+            result.waiting[name] = (RUN_CONTAINER_ERROR, e.details)
+            return True
+        log.info("Started container", pod=pod.full_name, container=name, id=container_id[:13],
+                 restartCount=restart_count)
+        return True
+
+    async def _stop_container(self, pod_name: str, container_id: str, why: str, grace: int) -> None:
+        log.info("Killing container", pod=pod_name, id=container_id[:13], reason=why, gracePeriod=grace)
+        await self.cri.stop_container(container_id, grace)
+
+    async def _stop_sandboxes(self, state: PodRuntimeState) -> None:
+        await asyncio.gather(*(self.cri.stop_pod_sandbox(s.id) for s in state.sandboxes if s.ready))
+
+    async def kill_pod(self, pod_name: str, state: PodRuntimeState, grace: int) -> None:
+        """Stop every running container (SIGTERM, SIGKILL after grace), then the sandboxes."""
+        await asyncio.gather(*(self._stop_container(pod_name, c.id, "Stopping pod", grace)
+                               for c in state.running()))
+        await self._stop_sandboxes(state)
+
+    async def prune(self, state: PodRuntimeState) -> None:
+        """Remove dead containers and sandboxes the GC policy does not keep, with their logs."""
+        containers, sandboxes = gc.dead_to_remove(state)
+        for c in state.containers:
+            if c.id in containers:
+                await self._remove_container(c)
+        for sandbox_id in sandboxes:
+            await self.cri.remove_pod_sandbox(sandbox_id)
+
+    async def _remove_container(self, c: ContainerState) -> None:
+        await self.cri.remove_container(c.id)
+        if c.log_path:
+            try:
+                os.remove(c.log_path)
+            except FileNotFoundError:
+                pass
+
+    async def terminate(self, pod_name: str, uid: str, state: PodRuntimeState, grace: int,
+                        log_directory: str | None) -> None:
+        """Stop and remove everything of a pod that is gone, then its log directory."""
+        await self.kill_pod(pod_name, state, grace)
+        for c in state.containers:
+            await self._remove_container(c)
+        for s in state.sandboxes:
+            await self.cri.remove_pod_sandbox(s.id)
+        if log_directory:
+            shutil.rmtree(log_directory, ignore_errors=True)
+        self.restart_backoff.forget(uid)
+        self.sandbox_backoff.forget(uid)
+        log.info("Pod terminated and cleaned up", pod=pod_name, uid=uid)

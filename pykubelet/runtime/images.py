@@ -1,0 +1,52 @@
+"""Image pulls per imagePullPolicy, with the kubelet's pull back-off and waiting reasons."""
+
+from __future__ import annotations
+
+from pykubelet.api.pod import Container
+from pykubelet.cri import errors
+from pykubelet.cri.client import CRIClient
+from pykubelet.cri.v1 import api_pb2 as api
+from pykubelet.util.backoff import Backoff
+from pykubelet.util.log import get_logger
+
+log = get_logger(__name__)
+
+ERR_IMAGE_PULL = "ErrImagePull"
+IMAGE_PULL_BACKOFF = "ImagePullBackOff"
+ERR_IMAGE_NEVER_PULL = "ErrImageNeverPull"
+
+
+class ImageError(Exception):
+    """The image is not usable yet; `reason` is the container's waiting reason."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+class ImageManager:
+    def __init__(self, cri: CRIClient, backoff: Backoff):
+        self.cri = cri
+        self.backoff = backoff
+
+    async def ensure(self, container: Container, sandbox_config: api.PodSandboxConfig, pod_name: str) -> str:
+        """The image ID to create the container from, pulling it first if the policy says so."""
+        image = container.image
+        present = await self.cri.image_status(image)
+        if container.image_pull_policy == "Never" or (present and container.image_pull_policy == "IfNotPresent"):
+            if present:
+                return present.id
+            raise ImageError(ERR_IMAGE_NEVER_PULL,
+                             f'Container image "{image}" is not present with pull policy of Never')
+        if self.backoff.in_backoff_since_update(image):
+            raise ImageError(IMAGE_PULL_BACKOFF, f'Back-off pulling image "{image}"')
+        log.info("Pulling image", pod=pod_name, image=image)
+        try:
+            ref = await self.cri.pull_image(image, sandbox_config)
+        except errors.CRIError as e:
+            self.backoff.next(image, self.backoff.clock())
+            log.warning("Failed to pull image", pod=pod_name, image=image, err=e.details)
+            raise ImageError(ERR_IMAGE_PULL, f'Failed to pull image "{image}": {e.details}') from e
+        log.info("Pulled image", pod=pod_name, image=image, ref=ref)
+        return ref

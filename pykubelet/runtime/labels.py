@@ -1,0 +1,50 @@
+"""The labels and annotations the kubelet puts on CRI sandboxes and containers.
+
+They are how a restarted agent knows which pod and container each runtime object belongs to,
+so they must match the kubelet's keys (crictl and other tools read them too).
+"""
+
+from __future__ import annotations
+
+import json
+
+from pykubelet.api.pod import Container, Pod
+
+POD_NAME = "io.kubernetes.pod.name"
+POD_NAMESPACE = "io.kubernetes.pod.namespace"
+POD_UID = "io.kubernetes.pod.uid"
+CONTAINER_NAME = "io.kubernetes.container.name"
+
+CONTAINER_HASH = "io.kubernetes.container.hash"
+CONTAINER_RESTART_COUNT = "io.kubernetes.container.restartCount"
+CONTAINER_PORTS = "io.kubernetes.container.ports"
+TERMINATION_MESSAGE_PATH = "io.kubernetes.container.terminationMessagePath"
+TERMINATION_MESSAGE_POLICY = "io.kubernetes.container.terminationMessagePolicy"
+POD_TERMINATION_GRACE = "io.kubernetes.pod.terminationGracePeriod"
+
+
+def pod_labels(pod: Pod) -> dict[str, str]:
+    """The pod's own labels plus the three identity labels (which win on conflict)."""
+    labels = dict(pod.labels)
+    labels.update({POD_NAME: pod.name, POD_NAMESPACE: pod.namespace, POD_UID: pod.uid})
+    return labels
+
+
+def container_labels(pod: Pod, container: Container) -> dict[str, str]:
+    return {POD_NAME: pod.name, POD_NAMESPACE: pod.namespace, POD_UID: pod.uid, CONTAINER_NAME: container.name}
+
+
+def container_annotations(pod: Pod, container: Container, container_hash: str, restart_count: int) -> dict[str, str]:
+    annotations = {
+        CONTAINER_HASH: container_hash,
+        CONTAINER_RESTART_COUNT: str(restart_count),
+        TERMINATION_MESSAGE_PATH: "/dev/termination-log",
+        TERMINATION_MESSAGE_POLICY: "File",
+        POD_TERMINATION_GRACE: str(pod.termination_grace_period_seconds),
+    }
+    if container.ports:
+        annotations[CONTAINER_PORTS] = json.dumps([
+            {k: v for k, v in (("name", p.name), ("hostPort", p.host_port), ("containerPort", p.container_port),
+                               ("protocol", p.protocol)) if v}
+            for p in container.ports])
+    return annotations

@@ -1,0 +1,76 @@
+"""Pod and container specs turned into CRI configs, as the kubelet's runtime manager builds them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+from pykubelet.api.pod import Container, Pod
+from pykubelet.cri.v1 import api_pb2 as api
+from pykubelet.runtime import labels
+
+_PROTOCOLS = {"TCP": api.TCP, "UDP": api.UDP, "SCTP": api.SCTP}
+
+
+def pod_log_directory(logs_root: str, pod: Pod) -> str:
+    """/var/log/pods/<namespace>_<name>_<uid>, the layout log collectors expect."""
+    return os.path.join(logs_root, f"{pod.namespace}_{pod.name}_{pod.uid}")
+
+
+def container_log_path(container_name: str, restart_count: int) -> str:
+    """Relative to the pod's log directory: <container>/<restartCount>.log."""
+    return os.path.join(container_name, f"{restart_count}.log")
+
+
+def container_hash(container: Container) -> str:
+    """Changes whenever the container's spec does; a running container with another hash is replaced."""
+    canonical = json.dumps(container.raw, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:8]
+
+
+def _namespace_options(pod: Pod) -> api.NamespaceOption:
+    return api.NamespaceOption(
+        network=api.NODE if pod.host_network else api.POD,
+        pid=api.CONTAINER,  # the kubelet's default without shareProcessNamespace
+        ipc=api.POD,
+    )
+
+
+def sandbox_config(pod: Pod, attempt: int, logs_root: str) -> api.PodSandboxConfig:
+    port_mappings = [
+        api.PortMapping(protocol=_PROTOCOLS[p.protocol], container_port=p.container_port,
+                        host_port=p.host_port, host_ip=p.host_ip)
+        for p in pod.host_port_mappings()
+    ]
+    return api.PodSandboxConfig(
+        metadata=api.PodSandboxMetadata(name=pod.name, uid=pod.uid, namespace=pod.namespace, attempt=attempt),
+        # Host-network pods keep the node's hostname, as with the kubelet.
+        hostname="" if pod.host_network else pod.name[:63].rstrip("-."),
+        log_directory=pod_log_directory(logs_root, pod),
+        port_mappings=port_mappings,
+        labels=labels.pod_labels(pod),
+        annotations=pod.annotations,
+        linux=api.LinuxPodSandboxConfig(
+            security_context=api.LinuxSandboxSecurityContext(namespace_options=_namespace_options(pod)),
+        ),
+    )
+
+
+def container_config(pod: Pod, container: Container, image_ref: str, restart_count: int) -> api.ContainerConfig:
+    return api.ContainerConfig(
+        metadata=api.ContainerMetadata(name=container.name, attempt=restart_count),
+        image=api.ImageSpec(image=image_ref, user_specified_image=container.image),
+        command=list(container.command),
+        args=list(container.args),
+        working_dir=container.working_dir,
+        envs=[api.KeyValue(key=e.name, value=e.value.encode()) for e in container.env],
+        labels=labels.container_labels(pod, container),
+        annotations=labels.container_annotations(pod, container, container_hash(container), restart_count),
+        log_path=container_log_path(container.name, restart_count),
+        stdin=container.stdin,
+        tty=container.tty,
+        linux=api.LinuxContainerConfig(
+            security_context=api.LinuxContainerSecurityContext(namespace_options=_namespace_options(pod)),
+        ),
+    )

@@ -1,0 +1,129 @@
+"""What the runtime holds for one pod: its sandboxes and containers, read back from CRI.
+
+This is the kubelet's "PodStatus" from the runtime manager: plain data, newest first, built
+only from CRI answers and the labels/annotations we set, so a restarted agent sees the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from pykubelet.cri import errors
+from pykubelet.cri.client import CRIClient
+from pykubelet.cri.v1 import api_pb2 as api
+from pykubelet.runtime import labels
+
+RUNNING, EXITED, CREATED, UNKNOWN = "running", "exited", "created", "unknown"
+_STATE_NAMES = {api.CONTAINER_RUNNING: RUNNING, api.CONTAINER_EXITED: EXITED,
+                api.CONTAINER_CREATED: CREATED, api.CONTAINER_UNKNOWN: UNKNOWN}
+NS = 1e9  # CRI timestamps are nanoseconds since the epoch
+
+
+@dataclass(frozen=True)
+class SandboxState:
+    id: str
+    attempt: int
+    ready: bool
+    created_at: float  # seconds since the epoch
+    ip: str = ""
+
+
+@dataclass(frozen=True)
+class ContainerState:
+    id: str
+    name: str
+    state: str
+    restart_count: int
+    hash: str
+    created_at: float
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    exit_code: int = 0
+    reason: str = ""
+    message: str = ""
+    image: str = ""
+    image_ref: str = ""
+    sandbox_id: str = ""
+    grace_seconds: int = 30
+    log_path: str = ""
+
+
+@dataclass
+class PodRuntimeState:
+    uid: str
+    name: str = ""
+    namespace: str = ""
+    sandboxes: list[SandboxState] = field(default_factory=list)  # newest first
+    containers: list[ContainerState] = field(default_factory=list)  # newest first
+
+    def latest(self, container_name: str) -> ContainerState | None:
+        return next((c for c in self.containers if c.name == container_name), None)
+
+    def previous(self, container_name: str) -> ContainerState | None:
+        """The instance before the latest one: the source of lastState."""
+        same = [c for c in self.containers if c.name == container_name]
+        return same[1] if len(same) > 1 else None
+
+    def grace_seconds(self) -> int:
+        """The pod's grace period as its containers recorded it (for pods whose spec is gone)."""
+        return max((c.grace_seconds for c in self.containers), default=30)
+
+    def running(self) -> list[ContainerState]:
+        return [c for c in self.containers if c.state in (RUNNING, UNKNOWN)]
+
+
+def _container_state(status: api.ContainerStatus, sandbox_id: str) -> ContainerState:
+    annotations = status.annotations
+    return ContainerState(
+        id=status.id,
+        name=status.metadata.name,
+        state=_STATE_NAMES.get(status.state, UNKNOWN),
+        restart_count=int(annotations.get(labels.CONTAINER_RESTART_COUNT, status.metadata.attempt) or 0),
+        hash=annotations.get(labels.CONTAINER_HASH, ""),
+        created_at=status.created_at / NS,
+        started_at=status.started_at / NS,
+        finished_at=status.finished_at / NS,
+        exit_code=status.exit_code,
+        reason=status.reason,
+        message=status.message,
+        image=status.image.user_specified_image or status.image.image,
+        image_ref=status.image_ref,
+        sandbox_id=sandbox_id,
+        grace_seconds=int(annotations.get(labels.POD_TERMINATION_GRACE, "30") or 30),
+        log_path=status.log_path,
+    )
+
+
+async def read_pod_state(cri: CRIClient, uid: str) -> PodRuntimeState:
+    """Every sandbox and container of the pod with this UID, newest first."""
+    selector = {labels.POD_UID: uid}
+    sandboxes, containers = await asyncio.gather(cri.list_pod_sandbox(selector), cri.list_containers(selector))
+
+    async def sandbox(s: api.PodSandbox) -> SandboxState:
+        ip = ""
+        if s.state == api.SANDBOX_READY:
+            try:
+                status = (await cri.pod_sandbox_status(s.id)).status
+                ip = status.network.ip
+            except errors.NotFound:
+                pass
+        return SandboxState(id=s.id, attempt=s.metadata.attempt, ready=s.state == api.SANDBOX_READY,
+                            created_at=s.created_at / NS, ip=ip)
+
+    async def container(c: api.Container) -> ContainerState | None:
+        try:
+            return _container_state((await cri.container_status(c.id)).status, c.pod_sandbox_id)
+        except errors.NotFound:
+            return None  # removed between the list and the status call
+
+    sandbox_states = await asyncio.gather(*(sandbox(s) for s in sandboxes))
+    container_states = [c for c in await asyncio.gather(*(container(c) for c in containers)) if c]
+    state = PodRuntimeState(uid=uid)
+    for labelled in (*sandboxes, *containers):
+        state.name = labelled.labels.get(labels.POD_NAME, "")
+        state.namespace = labelled.labels.get(labels.POD_NAMESPACE, "")
+        break
+    state.sandboxes = sorted(sandbox_states, key=lambda s: s.created_at, reverse=True)
+    state.containers = sorted(container_states, key=lambda c: (c.created_at, c.restart_count), reverse=True)
+    return state

@@ -1,0 +1,132 @@
+"""The static pod source: one Pod per file in a directory, watched with inotify and rescanned.
+
+Each scan produces the whole set of pods from the directory (the kubelet's SET semantics): a
+removed file removes its pod; a file that stops parsing removes its pod too, and its error is
+logged once until the file changes again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+from typing import Callable
+
+import watchfiles
+import yaml
+
+from pykubelet.api.errors import InvalidObject
+from pykubelet.api.pod import Pod, parse_pod
+from pykubelet.sources.static_naming import apply_static_defaults
+from pykubelet.util.log import get_logger
+
+log = get_logger(__name__)
+
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+class ManifestError(ValueError):
+    """A file that does not hold exactly one valid Pod; the message names the file."""
+
+
+def read_manifest(path: str, node_name: str) -> tuple[Pod, str]:
+    """The pod in one file, and a digest of the file's bytes (what changes when the file does)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise ManifestError(f"{path}: cannot read: {e.strerror}") from e
+    try:
+        # JSON is YAML, but JSON files get JSON's clearer error messages.
+        docs = [json.loads(data)] if path.endswith(".json") else list(yaml.safe_load_all(data))
+    except (ValueError, yaml.YAMLError) as e:
+        raise ManifestError(f"{path}: not valid {'JSON' if path.endswith('.json') else 'YAML'}: {e}") from e
+    docs = [d for d in docs if d is not None]
+    if len(docs) != 1:
+        raise ManifestError(f"{path}: must hold exactly one Pod, found {len(docs)} documents")
+    if not isinstance(docs[0], dict):
+        raise ManifestError(f"{path}: must hold a Pod object, found a {type(docs[0]).__name__}")
+    try:
+        pod = parse_pod(apply_static_defaults(docs[0], node_name, path), where=path)
+    except InvalidObject as e:
+        raise ManifestError(str(e)) from e
+    return pod, hashlib.sha256(data).hexdigest()
+
+
+def list_manifest_files(path: str) -> list[str]:
+    """Files the kubelet would read: every non-hidden regular file (a single file path is itself)."""
+    if os.path.isfile(path):
+        return [path]
+    try:
+        names = sorted(os.listdir(path))
+    except FileNotFoundError:
+        return []
+    return [os.path.join(path, n) for n in names
+            if not n.startswith(".") and os.path.isfile(os.path.join(path, n))]
+
+
+class StaticPodSource:
+    """Reads `path` now, on every change inotify reports, and every `rescan_seconds`."""
+
+    def __init__(self, path: str, node_name: str, rescan_seconds: float,
+                 on_pods: Callable[[list[Pod]], None]):
+        self.path = path
+        self.node_name = node_name
+        self.rescan_seconds = rescan_seconds
+        self.on_pods = on_pods
+        self.ready = asyncio.Event()
+        self._reported: dict[str, str] = {}  # file -> last error logged, so each is logged once
+        self._last_fingerprint: frozenset[tuple[str, str]] | None = None
+
+    def scan(self) -> tuple[list[Pod], frozenset[tuple[str, str]]]:
+        """Every valid pod in the path, and a fingerprint of what they were read from."""
+        pods: dict[str, Pod] = {}
+        files: dict[str, str] = {}  # uid -> file it came from
+        digests: set[tuple[str, str]] = set()
+        errors: dict[str, str] = {}
+        for file in list_manifest_files(self.path):
+            try:
+                pod, digest = read_manifest(file, self.node_name)
+            except ManifestError as e:
+                errors[file] = str(e)
+                continue
+            if pod.uid in pods:
+                errors[file] = f"{file}: the same pod (uid {pod.uid}) as {files[pod.uid]}; ignored"
+                continue
+            pods[pod.uid], files[pod.uid] = pod, file
+            digests.add((file, digest))
+        for file, message in errors.items():
+            if self._reported.get(file) != message:
+                log.error("Could not process manifest file", file=file, err=message)
+        for file in set(self._reported) - set(errors):
+            log.info("Manifest file is valid again or gone", file=file)
+        self._reported = errors
+        return list(pods.values()), frozenset(digests)
+
+    def _publish(self) -> None:
+        pods, fingerprint = self.scan()
+        if fingerprint != self._last_fingerprint:
+            self._last_fingerprint = fingerprint
+            self.on_pods(pods)
+        self.ready.set()
+
+    async def run(self) -> None:
+        if not os.path.exists(self.path):
+            log.warning("Static pod path does not exist yet; will keep looking", path=self.path)
+        while True:
+            self._publish()
+            if not os.path.exists(self.path):
+                await asyncio.sleep(self.rescan_seconds)
+                continue
+            try:
+                # yield_on_timeout turns the inotify wait into the periodic rescan as well.
+                async for _ in watchfiles.awatch(
+                        self.path, debounce=50, step=20, yield_on_timeout=True,
+                        rust_timeout=int(self.rescan_seconds * 1000), recursive=False):
+                    self._publish()
+                    if not os.path.exists(self.path):
+                        break
+            except (FileNotFoundError, RuntimeError) as e:
+                log.warning("Watching the static pod path failed; rescanning", path=self.path, err=str(e))
+                await asyncio.sleep(min(self.rescan_seconds, 1.0))
