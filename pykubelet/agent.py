@@ -105,5 +105,5 @@ class Agent:
             await event.wait()
         while True:
             await pleg.relisted.wait()
-            dispatcher.housekeeping(pleg.runtime_uids)
+            dispatcher.housekeeping(pleg.runtime_uids, pleg.snapshot_time)
             await asyncio.sleep(HOUSEKEEPING_SECONDS)

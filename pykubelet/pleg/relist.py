@@ -27,6 +27,7 @@ class RelistPLEG:
         self.on_change = on_change
         self.period = period
         self.last_relist = 0.0
+        self.snapshot_time = 0.0  # when the listing behind runtime_uids was asked for
         self.relisted = asyncio.Event()
         self._snapshot: Snapshot = {}
 
@@ -39,6 +40,7 @@ class RelistPLEG:
         return self.last_relist > 0 and time.time() - self.last_relist < max_age
 
     async def relist(self) -> None:
+        started = time.time()
         sandboxes, containers = await asyncio.gather(self.cri.list_pod_sandbox(), self.cri.list_containers())
         snapshot: dict[str, set[tuple[str, int]]] = {}
         for obj in (*sandboxes, *containers):
@@ -50,6 +52,7 @@ class RelistPLEG:
             if new.get(uid) != self._snapshot.get(uid):
                 self.on_change(uid)
         self._snapshot = new
+        self.snapshot_time = started
         self.last_relist = time.time()
         self.relisted.set()
 

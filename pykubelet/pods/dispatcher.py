@@ -5,6 +5,7 @@ It only hands work out; it never calls the runtime itself (the kubelet's syncLoo
 
 from __future__ import annotations
 
+import time
 from typing import Callable, Iterable
 
 from pykubelet.api.pod import Pod
@@ -28,6 +29,7 @@ class PodDispatcher:
         self.desired: dict[str, Pod] = {}
         self.workers: dict[str, PodWorker] = {}
         self._stopping = False
+        self._terminated_at: dict[str, float] = {}  # uid -> when its worker finished terminating
 
     def _start_worker(self, uid: str, pod: Pod | None) -> PodWorker:
         worker = PodWorker(uid, pod, self.cri, self.syncer, self.statuses, self.host_ip,
@@ -62,14 +64,16 @@ class PodDispatcher:
         if worker is not None:
             worker.wake()
 
-    def housekeeping(self, runtime_uids: Iterable[str]) -> None:
+    def housekeeping(self, runtime_uids: Iterable[str], listed_at: float) -> None:
         """Terminate pods the runtime holds that no source wants; restart missing workers.
 
         Call only once every source has delivered its first set, or a restarted agent would
-        kill pods it simply has not read yet.
+        kill pods it simply has not read yet. `listed_at` is when runtime_uids was listed: pods
+        terminated after that are not orphans, only not yet gone from that listing.
         """
+        self._terminated_at = {u: t for u, t in self._terminated_at.items() if t >= listed_at}
         for uid in runtime_uids:
-            if uid not in self.desired and uid not in self.workers:
+            if uid not in self.desired and uid not in self.workers and uid not in self._terminated_at:
                 log.info("Found pod in the runtime that no source wants; terminating", uid=uid)
                 self._start_worker(uid, None)
         for uid, pod in self.desired.items():
@@ -81,6 +85,7 @@ class PodDispatcher:
         worker = self.workers.pop(uid, None)
         if self._stopping or worker is None or not worker.terminating:
             return  # stopping, or a crashed worker: housekeeping starts a new one
+        self._terminated_at[uid] = time.time()
         pod = self.desired.get(uid)
         if pod is not None:
             # Terminated while a source added it again (same content, same UID): run it anew.

@@ -86,12 +86,14 @@ async def _cri(args: argparse.Namespace) -> int:
     async with CRIClient(args.runtime_endpoint) as cri:
         if args.what == "ps":
             sandboxes = {s.id: s for s in await cri.list_pod_sandbox()}
+            tags = {i.id: i.repo_tags[0] for i in await cri.list_images() if i.repo_tags}
             rows = [["CONTAINER", "IMAGE", "CREATED", "STATE", "NAME", "ATTEMPT", "POD ID", "POD"]]
             for c in sorted(await cri.list_containers(), key=lambda c: -c.created_at):
                 if not args.all and c.state != api.CONTAINER_RUNNING:
                     continue
                 pod = sandboxes.get(c.pod_sandbox_id)
-                rows.append([c.id[:13], c.image.user_specified_image or c.image.image, _age(c.created_at / 1e9),
+                image = c.image.user_specified_image or tags.get(c.image_ref) or tags.get(c.image.image) or c.image.image
+                rows.append([c.id[:13], image, _age(c.created_at / 1e9),
                              _CONTAINER_STATES.get(c.state, "?"), c.metadata.name, str(c.metadata.attempt),
                              c.pod_sandbox_id[:13], pod.metadata.name if pod else ""])
             print(_table(rows))

@@ -1,0 +1,24 @@
+"""Waiting on conditions with deadlines: the only way tests wait."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from typing import Any, Awaitable, Callable
+
+
+async def wait_for(condition: Callable[[], Any | Awaitable[Any]], timeout: float, what: str,
+                   interval: float = 0.1, describe: Callable[[], str] | None = None) -> Any:
+    """Poll condition until it returns something truthy; fail with `what` after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            detail = f"\n{describe()}" if describe else ""
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}{detail}")
+        await asyncio.sleep(interval)

@@ -1,0 +1,196 @@
+"""KubeletConfiguration file + flags -> Settings, with the kubelet's precedence and errors that name the field."""
+
+from __future__ import annotations
+
+import logging
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+from pykubelet import config
+from pykubelet.config import ConfigError, Settings, build_parser, load_config_file, settings_from_args
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+HEADER = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+
+
+def write_config(tmp_path: pathlib.Path, body: str, name: str = "kubelet.yaml") -> pathlib.Path:
+    path = tmp_path / name
+    path.write_text(HEADER + body)
+    return path
+
+
+def settings(*argv: str) -> Settings:
+    return settings_from_args(build_parser().parse_args(list(argv)))
+
+
+def test_config_file_applies_its_fields(tmp_path):
+    path = write_config(tmp_path, "staticPodPath: /etc/kubernetes/manifests\n"
+                                  "fileCheckFrequency: 1m30s\n"
+                                  "maxPods: 12\n"
+                                  "containerRuntimeEndpoint: unix:///run/k3s/containerd.sock\n"
+                                  "healthzPort: 0\n")
+    s = settings("--config", str(path), "--hostname-override", "n1")
+    assert s.pods.static_pod_path == "/etc/kubernetes/manifests"
+    assert s.pods.file_check_frequency == 90.0
+    assert s.pods.max_pods == 12
+    assert s.runtime.endpoint == "unix:///run/k3s/containerd.sock"
+    assert s.server.healthz_port == 0
+
+
+def test_relative_static_pod_path_is_resolved_against_the_config_files_directory(tmp_path, monkeypatch):
+    conf_dir = tmp_path / "etc"
+    conf_dir.mkdir()
+    path = write_config(conf_dir, "staticPodPath: manifests\n")
+    monkeypatch.chdir(tmp_path)  # somewhere else than the file's directory
+    s = settings("--config", str(path), "--hostname-override", "n1")
+    assert s.pods.static_pod_path == str(conf_dir / "manifests")
+
+
+def test_relative_pod_manifest_path_flag_is_resolved_against_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    s = settings("--pod-manifest-path", "manifests", "--hostname-override", "n1")
+    assert s.pods.static_pod_path == str(tmp_path / "manifests")
+
+
+def test_fields_not_in_the_file_keep_the_kubelet_defaults(tmp_path):
+    s = settings("--config", str(write_config(tmp_path, "maxPods: 5\n")), "--hostname-override", "n1")
+    assert s.pods.file_check_frequency == 20.0
+    assert s.runtime.endpoint == "unix:///run/containerd/containerd.sock"
+    assert s.server.healthz_port == 10248
+
+
+def test_flags_override_the_config_file(tmp_path):
+    path = write_config(tmp_path, "staticPodPath: /from/file\n"
+                                  "fileCheckFrequency: 30s\n"
+                                  "maxPods: 50\n"
+                                  "containerRuntimeEndpoint: unix:///from/file.sock\n"
+                                  "syncFrequency: 2m\n")
+    s = settings("--config", str(path), "--pod-manifest-path", "/from/flag", "--file-check-frequency", "5s",
+                 "--max-pods", "20", "--container-runtime-endpoint", "unix:///from/flag.sock",
+                 "--hostname-override", "n1")
+    assert s.pods.static_pod_path == "/from/flag"
+    assert s.pods.file_check_frequency == 5.0
+    assert s.pods.max_pods == 20
+    assert s.runtime.endpoint == "unix:///from/flag.sock"
+    assert s.pods.sync_frequency == 120.0  # not given as a flag: the file's value stays
+
+
+def test_bare_socket_path_endpoint_gets_the_unix_scheme(tmp_path):
+    s = settings("--container-runtime-endpoint", "/run/containerd/containerd.sock", "--hostname-override", "n1")
+    assert s.runtime.endpoint == "unix:///run/containerd/containerd.sock"
+
+
+@pytest.mark.parametrize("line, field", [
+    ("maxPods: -1", "maxPods"),
+    ("maxPods: 0", "maxPods"),
+    ("maxPods: '10'", "maxPods"),
+    ("fileCheckFrequency: soon", "fileCheckFrequency"),
+    ("fileCheckFrequency: 20", "fileCheckFrequency"),
+    ("fileCheckFrequency: 0s", "fileCheckFrequency"),
+    ("syncFrequency: -1m", "syncFrequency"),
+    ("runtimeRequestTimeout: 2", "runtimeRequestTimeout"),
+    ("healthzPort: 70000", "healthzPort"),
+    ("healthzPort: -1", "healthzPort"),
+    ("healthzPort: true", "healthzPort"),
+    ("containerRuntimeEndpoint: tcp://127.0.0.1:1234", "containerRuntimeEndpoint"),
+    ("containerRuntimeEndpoint: ''", "containerRuntimeEndpoint"),
+    ("staticPodPath: [a, b]", "staticPodPath"),
+])
+def test_invalid_field_raises_config_error_naming_the_file_and_the_field(tmp_path, line, field):
+    path = write_config(tmp_path, line + "\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config_file(str(path), Settings())
+    assert str(path) in str(caught.value)
+    assert f"field {field}" in str(caught.value)
+
+
+@pytest.mark.parametrize("text", [
+    "apiVersion: kubelet.config.k8s.io/v1\nkind: KubeletConfiguration\n",
+    "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeProxyConfiguration\n",
+    "maxPods: 10\n",  # neither
+])
+def test_wrong_api_version_or_kind_is_a_config_error(tmp_path, text):
+    path = tmp_path / "kubelet.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match="apiVersion/kind") as caught:
+        load_config_file(str(path), Settings())
+    assert str(path) in str(caught.value)
+
+
+@pytest.mark.parametrize("text", ["maxPods: [\n", "- a list\n", ""])
+def test_config_file_that_is_not_an_object_is_a_config_error(tmp_path, text):
+    path = tmp_path / "kubelet.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(str(path))):
+        load_config_file(str(path), Settings())
+
+
+def test_missing_config_file_is_a_config_error_naming_it(tmp_path):
+    path = tmp_path / "nope.yaml"
+    with pytest.raises(ConfigError, match=re.escape(str(path))):
+        load_config_file(str(path), Settings())
+
+
+@pytest.mark.parametrize("line, field", [
+    ("clusterDNS: [10.96.0.10]", "clusterDNS"),   # a real kubelet field pykubelet does not act on
+    ("cgroupDriver: systemd", "cgroupDriver"),
+    ("fooBar: 1", "fooBar"),                     # not a kubelet field at all
+])
+def test_unknown_and_unimplemented_fields_only_warn_naming_the_field(tmp_path, caplog, line, field):
+    path = write_config(tmp_path, line + "\nmaxPods: 7\n")
+    s = Settings()
+    with caplog.at_level(logging.WARNING, logger=config.__name__):
+        load_config_file(str(path), s)
+    assert s.pods.max_pods == 7  # the rest of the file still applies
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(f'field="{field}"' in w for w in warnings), warnings
+
+
+@pytest.mark.parametrize("flag, value", [
+    ("--max-pods", "0"),
+    ("--file-check-frequency", "soon"),
+    ("--healthz-port", "70000"),
+    ("--container-runtime-endpoint", "tcp://127.0.0.1:1"),
+])
+def test_invalid_flag_raises_config_error_naming_the_flag(flag, value):
+    with pytest.raises(ConfigError, match=flag):
+        settings(flag, value, "--hostname-override", "n1")
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--kubeconfig", "/etc/kubernetes/kubelet.conf"], "--kubeconfig"),
+    (["--kubeconfig=/etc/kubernetes/kubelet.conf"], "--kubeconfig"),
+    (["--node-ip", "10.0.0.5"], "--node-ip"),
+    (["--fail-swap-on"], "--fail-swap-on"),  # a bare boolean flag
+])
+def test_unimplemented_kubelet_flags_are_accepted_with_a_warning_naming_them(caplog, argv, flag):
+    with caplog.at_level(logging.WARNING, logger=config.__name__):
+        s = settings(*argv, "--hostname-override", "n1")
+    assert s.node_name == "n1"
+    assert any(f'flag="{flag}"' in r.getMessage() for r in caplog.records)
+
+
+def test_node_name_is_the_hostname_override_lowercased():
+    assert settings("--hostname-override", "Worker-01.Example").node_name == "worker-01.example"
+
+
+def test_node_name_defaults_to_the_host_name_lowercased(monkeypatch):
+    monkeypatch.setattr(config.socket, "gethostname", lambda: "BuildHost")
+    assert settings().node_name == "buildhost"
+
+
+@pytest.mark.parametrize("line, field", [
+    ("maxPods: -1", "maxPods"),
+    ("healthzPort: 70000", "healthzPort"),
+])
+def test_cli_exits_2_on_a_bad_config_file_naming_the_field(tmp_path, line, field):
+    path = write_config(tmp_path, line + "\n")
+    done = subprocess.run([sys.executable, "-m", "pykubelet.cli", "--config", str(path)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert field in done.stderr
+    assert str(path) in done.stderr
