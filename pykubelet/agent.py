@@ -71,7 +71,8 @@ class Agent:
             host_ip = await default_route_ip()
             statuses = StatusManager()
             syncer = PodSyncer(cri, ImageManager(cri, Backoff()), Backoff(), s.pods.pod_logs_dir)
-            dispatcher = PodDispatcher(cri, syncer, statuses, lambda: host_ip, s.pods.sync_frequency)
+            dispatcher = PodDispatcher(cri, syncer, statuses, lambda: host_ip, s.pods.sync_frequency,
+                                       s.pods.max_pods)
             pleg = RelistPLEG(cri, dispatcher.wake)
             sources_ready: list[asyncio.Event] = []
             if s.pods.static_pod_path:

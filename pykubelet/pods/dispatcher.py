@@ -20,12 +20,14 @@ log = get_logger(__name__)
 
 class PodDispatcher:
     def __init__(self, cri: CRIClient, syncer: PodSyncer, statuses: StatusManager,
-                 host_ip: Callable[[], str], resync_seconds: float):
+                 host_ip: Callable[[], str], resync_seconds: float, max_pods: int):
         self.cri = cri
         self.syncer = syncer
         self.statuses = statuses
         self.host_ip = host_ip
         self.resync_seconds = resync_seconds
+        self.max_pods = max_pods
+        self.rejected: set[str] = set()  # UIDs refused at admission; the kubelet never retries them
         self.desired: dict[str, Pod] = {}
         self.workers: dict[str, PodWorker] = {}
         self._stopping = False
@@ -43,7 +45,11 @@ class PodDispatcher:
         new = {p.uid: p for p in pods}
         for uid, pod in new.items():
             worker = self.workers.get(uid)
+            if uid in self.rejected:
+                continue
             if worker is None:
+                if not self._admit(pod):
+                    continue
                 log.info("Pod added", pod=pod.full_name, uid=uid)
                 self._start_worker(uid, pod)
             elif not worker.terminating and pod is not self.desired.get(uid):
@@ -51,12 +57,29 @@ class PodDispatcher:
         for uid in self.desired.keys() - new.keys():
             worker = self.workers.get(uid)
             pod = self.desired[uid]
+            if uid in self.rejected:
+                self.rejected.discard(uid)
+                self.statuses.remove(uid)
+                continue
             log.info("Pod removed; terminating", pod=pod.full_name, uid=uid)
             if worker is not None:
                 worker.terminate(pod.termination_grace_period_seconds)
             else:
                 self._start_worker(uid, None).terminate(pod.termination_grace_period_seconds)
         self.desired = new
+
+    def _admit(self, pod: Pod) -> bool:
+        """The kubelet's pod-count admission: a pod over maxPods is Failed with OutOfpods."""
+        used = sum(1 for w in self.workers.values() if not w.terminating)
+        if used < self.max_pods:
+            return True
+        message = (f"Pod was rejected: Node didn't have enough resource: pods, requested: 1, "
+                   f"used: {used}, capacity: {self.max_pods}")
+        log.warning("Pod rejected at admission", pod=pod.full_name, reason="OutOfpods", message=message)
+        self.rejected.add(pod.uid)
+        self.statuses.set(pod, {"phase": "Failed", "reason": "OutOfpods", "message": message,
+                                "hostIP": self.host_ip(), "containerStatuses": []})
+        return False
 
     def wake(self, uid: str) -> None:
         """A runtime event for a pod: its worker syncs now."""
@@ -77,7 +100,7 @@ class PodDispatcher:
                 log.info("Found pod in the runtime that no source wants; terminating", uid=uid)
                 self._start_worker(uid, None)
         for uid, pod in self.desired.items():
-            if uid not in self.workers:
+            if uid not in self.workers and uid not in self.rejected:
                 log.warning("Pod had no worker; starting one", pod=pod.full_name)
                 self._start_worker(uid, pod)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.helpers import wait_for
-from tests.runtime.conftest import NODE, main_status, phase, pod_manifest, write_manifest
+from tests.runtime.conftest import AgentProcess, NODE, containers_of, main_status, phase, pod_manifest, write_manifest
 
 
 async def test_bad_manifests_beside_good_ones_are_reported_and_fixable(agent, manifests):
@@ -50,3 +50,21 @@ async def test_failed_pull_shows_err_image_pull_then_image_pull_backoff(agent, m
     pod = await agent.wait_pod(name, lambda p: reason(p) == "ImagePullBackOff", 30, "waiting ImagePullBackOff")
     assert phase(pod) == "Pending"
     assert 'Back-off pulling image "127.0.0.1:9/missing/image:1"' in main_status(pod)["state"]["waiting"]["message"]
+
+
+async def test_pods_over_max_pods_are_rejected_with_out_of_pods(cri, tmp_path, manifests):
+    write_manifest(manifests, "first", pod_manifest("first", "sleep 3600"))
+    write_manifest(manifests, "second", pod_manifest("second", "sleep 3600"))
+    agent = AgentProcess(tmp_path, manifests).start("--max-pods", "1")
+    try:
+        rejected = await wait_for(
+            lambda: [p for p in (agent.pods() or {}).values() if p["status"].get("reason") == "OutOfpods"],
+            30, "one pod rejected with OutOfpods", describe=agent.describe)
+        (pod,) = rejected
+        assert phase(pod) == "Failed"
+        assert "capacity: 1" in pod["status"]["message"]
+        admitted = ({f"first-{NODE}", f"second-{NODE}"} - {pod["metadata"]["name"]}).pop()
+        await agent.wait_pod(admitted, lambda p: phase(p) == "Running", 30, "the admitted pod Running")
+        assert not await containers_of(cri, pod["metadata"]["name"])
+    finally:
+        agent.stop()
