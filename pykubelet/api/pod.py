@@ -77,12 +77,10 @@ class Pod:
 
 def default_pull_policy(image: str) -> str:
     """Always for :latest or untagged images, IfNotPresent otherwise (the API's defaulting)."""
-    last = image.rsplit("/", 1)[-1]
-    if "@" in last:
-        return "IfNotPresent"
-    if ":" not in last or last.endswith(":latest"):
-        return "Always"
-    return "IfNotPresent"
+    name, _, digest = image.rsplit("/", 1)[-1].partition("@")
+    if ":" in name:
+        return "Always" if name.rsplit(":", 1)[1] == "latest" else "IfNotPresent"
+    return "IfNotPresent" if digest else "Always"
 
 
 class _Reader:

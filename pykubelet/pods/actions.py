@@ -58,8 +58,10 @@ def _needs_start_in_new_sandbox(pod: Pod, container: Container, state: PodRuntim
 def compute_pod_actions(pod: Pod, state: PodRuntimeState) -> PodActions:
     sandbox = state.sandboxes[0] if state.sandboxes else None
     something_alive = bool(state.running()) or any(s.ready for s in state.sandboxes)
+    # More than one ready sandbox (a retried RunPodSandbox that also succeeded): start over.
+    extra_ready = sum(s.ready for s in state.sandboxes) > 1
 
-    if sandbox is None or not sandbox.ready:
+    if sandbox is None or not sandbox.ready or extra_ready:
         attempt = sandbox.attempt + 1 if sandbox else 0
         # A pod that must not restart keeps its dead sandbox once its containers have run.
         if pod.restart_policy == "Never" and sandbox is not None and state.containers:
@@ -67,7 +69,8 @@ def compute_pod_actions(pod: Pod, state: PodRuntimeState) -> PodActions:
         start = [c.name for c in pod.containers if _needs_start_in_new_sandbox(pod, c, state)]
         if not start and sandbox is not None:
             return PodActions(kill_pod=something_alive)  # OnFailure and everything succeeded
-        return PodActions(kill_pod=something_alive, create_sandbox=True, attempt=attempt, start=start)
+        # Replacing a sandbox always stops the old ones too, so their network is torn down.
+        return PodActions(kill_pod=sandbox is not None, create_sandbox=True, attempt=attempt, start=start)
 
     actions = PodActions(sandbox_id=sandbox.id, attempt=sandbox.attempt)
     wanted = {c.name for c in pod.containers}

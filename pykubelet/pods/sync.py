@@ -148,14 +148,18 @@ class PodSyncer:
         log.info("Killing container", pod=pod_name, id=container_id[:13], reason=why, gracePeriod=grace)
         await self.cri.stop_container(container_id, grace)
 
-    async def _stop_sandboxes(self, state: PodRuntimeState) -> None:
-        await asyncio.gather(*(self.cri.stop_pod_sandbox(s.id) for s in state.sandboxes if s.ready))
+    async def _stop_sandboxes(self, state: PodRuntimeState, only_ready: bool = True) -> None:
+        await asyncio.gather(*(self.cri.stop_pod_sandbox(s.id) for s in state.sandboxes
+                               if s.ready or not only_ready))
 
     async def kill_pod(self, pod_name: str, state: PodRuntimeState, grace: int) -> None:
-        """Stop every running container (SIGTERM, SIGKILL after grace), then the sandboxes."""
+        """Stop every running container (SIGTERM, SIGKILL after grace), then every sandbox.
+
+        Stopping a sandbox that is already not ready is how its network gets torn down.
+        """
         await asyncio.gather(*(self._stop_container(pod_name, c.id, "Stopping pod", grace)
                                for c in state.running()))
-        await self._stop_sandboxes(state)
+        await self._stop_sandboxes(state, only_ready=False)
 
     async def prune(self, state: PodRuntimeState) -> None:
         """Remove dead containers and sandboxes the GC policy does not keep, with their logs."""

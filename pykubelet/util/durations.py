@@ -13,6 +13,8 @@ def parse_duration(text: str) -> float:
     if not isinstance(text, str) or not text:
         raise ValueError(f"invalid duration {text!r}: want a string like \"20s\" or \"1m30s\"")
     body = text[1:] if text[0] in "+-" else text
+    if not body:
+        raise ValueError(f"invalid duration {text!r}: want a string like \"20s\" or \"1m30s\"")
     if body == "0":
         return 0.0
     pos, total = 0, 0.0
