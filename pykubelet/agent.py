@@ -7,27 +7,37 @@ running under containerd, and the next agent adopts them from their CRI labels.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Awaitable
 
 import tenacity
 
+from pykubelet import KUBELET_VERSION
 from pykubelet.config import Settings
 from pykubelet.cri import errors
 from pykubelet.cri.client import CRIClient
+from pykubelet.kube.events import EventRecorder
+from pykubelet.node.hostinfo import read_host_info
+from pykubelet.node.status import capacity_and_allocatable
 from pykubelet.pleg.relist import RelistPLEG
+from pykubelet.pods.admission import Allocatable
 from pykubelet.pods.dispatcher import PodDispatcher
 from pykubelet.pods.sync import PodSyncer
+from pykubelet.pods.worker import WorkerDeps
 from pykubelet.runtime.images import ImageManager
 from pykubelet.server import local
 from pykubelet.sources.static_files import StaticPodSource
 from pykubelet.status.manager import StatusManager
 from pykubelet.util.backoff import Backoff
+from pykubelet.util.durations import format_duration
 from pykubelet.util.hostip import default_route_ip
 from pykubelet.util.log import get_logger
 
 log = get_logger(__name__)
 
 HOUSEKEEPING_SECONDS = 2.0  # the kubelet's housekeeping period
+PLEG_THRESHOLD_SECONDS = 180.0
+IMAGEFS_DIR = "/var/lib/containerd"
 
 
 class LoopDied(RuntimeError):
@@ -62,24 +72,38 @@ class Agent:
     async def run(self) -> None:
         s = self.settings
         cri = CRIClient(s.runtime.endpoint, s.runtime.image_endpoint, slow_timeout=s.runtime.request_timeout)
+        kube = None
         runner = None
         dispatcher = None
         try:
+            if s.cluster.kubeconfig:
+                from pykubelet.kube.client import KubeClient  # costs ~40 MB: only when joining a cluster
+
+                kube = await KubeClient.from_kubeconfig(s.cluster.kubeconfig, s.cluster.api_qps, s.cluster.api_burst,
+                                                        user_agent=f"pykubelet/{KUBELET_VERSION}")
             runtime = await wait_for_runtime(cri)
             log.info("Connected to the container runtime", endpoint=s.runtime.endpoint, runtime=runtime,
-                     node=s.node_name)
-            host_ip = await default_route_ip()
-            statuses = StatusManager()
-            syncer = PodSyncer(cri, ImageManager(cri, Backoff()), Backoff(), s.pods.pod_logs_dir)
-            dispatcher = PodDispatcher(cri, syncer, statuses, lambda: host_ip, s.pods.sync_frequency,
-                                       s.pods.max_pods)
+                     node=s.node_name, apiserver=kube.host if kube else "none (standalone)")
+            node_ip = s.cluster.node_ip or await default_route_ip()
+            host_info = read_host_info(s.root_dir)
+            _, allocatable = capacity_and_allocatable(host_info, s.pods.max_pods, s.cluster.eviction_hard)
+            node_allocatable = Allocatable(pods=s.pods.max_pods, cpu_millis=host_info.cpus * 1000,
+                                           memory_bytes=int(allocatable["memory"].removesuffix("Ki")) * 1024)
+            recorder = EventRecorder(kube, s.node_name)
+            statuses = StatusManager(kube)
+            syncer = PodSyncer(cri, ImageManager(cri, Backoff()), Backoff(), s.pods.pod_logs_dir, recorder)
+            deps = WorkerDeps(cri, syncer, statuses, recorder, lambda: node_ip, s.pods.sync_frequency)
+            dispatcher = PodDispatcher(deps, statuses, s.node_name, lambda: node_allocatable)
             pleg = RelistPLEG(cri, dispatcher.wake)
             sources_ready: list[asyncio.Event] = []
             if s.pods.static_pod_path:
                 source = StaticPodSource(s.pods.static_pod_path, s.node_name, s.pods.file_check_frequency,
-                                         dispatcher.set_pods)
+                                         lambda pods: dispatcher.set_pods(pods, "file"))
                 sources_ready.append(source.ready)
                 self._spawn("static-pod-source", source.run())
+            if kube is not None:
+                sources_ready.append(self._join_cluster(kube, cri, recorder, statuses, deps, dispatcher, pleg,
+                                                        host_info, node_ip))
             self._spawn("pleg", pleg.run())
             self._spawn("housekeeping", self._housekeeping(dispatcher, pleg, sources_ready))
             if s.server.healthz_port:
@@ -97,7 +121,53 @@ class Agent:
                 await dispatcher.stop()
             if runner is not None:
                 await runner.cleanup()
+            if kube is not None:
+                await kube.close()
             await cri.close()
+
+    def _join_cluster(self, kube, cri, recorder, statuses, deps, dispatcher, pleg, host_info, node_ip) -> asyncio.Event:
+        """Start the node manager, events, status writes and the apiserver pod source."""
+        from pykubelet.node.manager import NodeManager
+        from pykubelet.pods.mirror import MirrorPods
+        from pykubelet.sources.apiserver import ApiserverPodSource
+
+        s = self.settings
+
+        def agent_errors() -> list[str]:
+            if pleg.healthy(PLEG_THRESHOLD_SECONDS):
+                return []
+            seen = time.time() - pleg.last_relist if pleg.last_relist else PLEG_THRESHOLD_SECONDS
+            return [f"PLEG is not healthy: pleg was last seen active {format_duration(seen)} ago; "
+                    f"threshold is {format_duration(PLEG_THRESHOLD_SECONDS)}"]
+
+        node = NodeManager(kube, cri, recorder, node_name=s.node_name, host_info=host_info, node_ip=node_ip,
+                           labels=s.cluster.node_labels, max_pods=s.pods.max_pods,
+                           thresholds=s.cluster.eviction_hard, root_dir=s.root_dir, imagefs_dir=IMAGEFS_DIR,
+                           kubelet_version=KUBELET_VERSION, update_seconds=s.cluster.status_update_seconds,
+                           report_seconds=s.cluster.status_report_seconds,
+                           lease_seconds=s.cluster.lease_duration_seconds, agent_errors=agent_errors)
+        mirrors = MirrorPods(kube, s.node_name, lambda: node.node_uid, dispatcher.wake)
+        deps.mirrors = mirrors
+
+        def on_api_pods(pods) -> None:
+            mirrors.update(p for p in pods if p.is_mirror)
+            dispatcher.set_pods((p for p in pods if not p.is_mirror), "api")
+
+        source = ApiserverPodSource(kube, s.node_name, on_api_pods)
+
+        async def wake_static_pods_once_registered() -> None:
+            await node.registered.wait()  # mirror pods need the Node's UID as their owner
+            for uid in list(dispatcher.workers):
+                dispatcher.wake(uid)
+            await asyncio.Event().wait()
+
+        if s.cluster.register_node:
+            self._spawn("node-status", node.run())
+            self._spawn("mirror-pods", wake_static_pods_once_registered())
+        self._spawn("apiserver-pod-source", source.run())
+        self._spawn("status-manager", statuses.run())
+        self._spawn("events", recorder.run())
+        return source.ready
 
     async def _housekeeping(self, dispatcher: PodDispatcher, pleg: RelistPLEG,
                             sources_ready: list[asyncio.Event]) -> None:

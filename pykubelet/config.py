@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import yaml
 
+from pykubelet.api.eviction import DEFAULT_EVICTION_HARD, Threshold, parse_thresholds
 from pykubelet.util.durations import parse_duration
 from pykubelet.util.log import get_logger
 
@@ -67,6 +68,32 @@ class ServerSettings:
 
 
 @dataclass
+class ClusterSettings:
+    """Joining a cluster: without a kubeconfig the agent runs standalone (static pods only)."""
+
+    kubeconfig: str = ""
+    """--kubeconfig: credentials for the apiserver; empty: standalone."""
+    node_ip: str = ""
+    """--node-ip: the node's InternalIP; empty: the address of the default route's interface."""
+    node_labels: dict[str, str] = field(default_factory=dict)
+    """--node-labels: extra labels for the Node, key=value,..."""
+    register_node: bool = True
+    """registerNode / --register-node: create the Node object."""
+    status_update_seconds: float = 10.0
+    """nodeStatusUpdateFrequency (default 10s): how often node status is computed."""
+    status_report_seconds: float = 300.0
+    """nodeStatusReportFrequency (default 5m): node status is written at least this often."""
+    lease_duration_seconds: int = 40
+    """nodeLeaseDurationSeconds (default 40): renewed every quarter of it."""
+    api_qps: float = 50.0
+    """kubeAPIQPS (default 50): sustained apiserver requests per second."""
+    api_burst: int = 100
+    """kubeAPIBurst (default 100): requests allowed in a burst."""
+    eviction_hard: dict[str, Threshold] = field(default_factory=lambda: parse_thresholds(DEFAULT_EVICTION_HARD))
+    """evictionHard: signal -> threshold; crossing one reports a pressure condition."""
+
+
+@dataclass
 class Settings:
     node_name: str = ""
     """--hostname-override, else the host name lowercased, as the kubelet does."""
@@ -77,6 +104,7 @@ class Settings:
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
     pods: PodSettings = field(default_factory=PodSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
+    cluster: ClusterSettings = field(default_factory=ClusterSettings)
 
 
 def _positive_duration(value: Any) -> float:
@@ -110,6 +138,39 @@ def _endpoint(value: Any) -> str:
     return value
 
 
+def _positive_number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError(f"must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise ValueError(f"must be true or false, got {value!r}")
+
+
+def _thresholds(value: Any) -> dict[str, Threshold]:
+    if not isinstance(value, dict):
+        raise ValueError(f"must be a map of signal to threshold, got {value!r}")
+    return parse_thresholds(value)
+
+
+def _labels(value: Any) -> dict[str, str]:
+    """key=value,key2=value2 (flag) or a map (not a config field, but the same rules)."""
+    if isinstance(value, dict):
+        return {str(k): str(v) for k, v in value.items()}
+    out = {}
+    for item in filter(None, str(value).split(",")):
+        key, sep, val = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"invalid label {item!r}: want key=value")
+        out[key.strip()] = val.strip()
+    return out
+
+
 def _text(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError(f"must be a string, got {value!r}")
@@ -129,6 +190,17 @@ _FIELDS: dict[str, tuple[Callable[[Any], Any], _Setter]] = {
     "runtimeRequestTimeout": (_positive_duration, lambda s, v: setattr(s.runtime, "request_timeout", v)),
     "healthzBindAddress": (_text, lambda s, v: setattr(s.server, "healthz_bind_address", v)),
     "healthzPort": (_port, lambda s, v: setattr(s.server, "healthz_port", v)),
+    "registerNode": (_boolean, lambda s, v: setattr(s.cluster, "register_node", v)),
+    "nodeStatusUpdateFrequency": (_positive_duration, lambda s, v: setattr(s.cluster, "status_update_seconds", v)),
+    "nodeStatusReportFrequency": (_positive_duration, lambda s, v: setattr(s.cluster, "status_report_seconds", v)),
+    "nodeLeaseDurationSeconds": (_positive_int, lambda s, v: setattr(s.cluster, "lease_duration_seconds", v)),
+    "kubeAPIQPS": (_positive_number, lambda s, v: setattr(s.cluster, "api_qps", v)),
+    "kubeAPIBurst": (_positive_int, lambda s, v: setattr(s.cluster, "api_burst", v)),
+    "evictionHard": (_thresholds, lambda s, v: setattr(s.cluster, "eviction_hard", v)),
+    # Flag-only settings share the table under their flag's name.
+    "--kubeconfig": (_text, lambda s, v: setattr(s.cluster, "kubeconfig", v)),
+    "--node-ip": (_text, lambda s, v: setattr(s.cluster, "node_ip", v)),
+    "--node-labels": (_labels, lambda s, v: setattr(s.cluster, "node_labels", v)),
 }
 
 # Fields paths are resolved against the config file's directory, as the kubelet does.
@@ -138,11 +210,10 @@ _PATH_FIELDS = ("staticPodPath",)
 UNIMPLEMENTED_FIELDS = frozenset({
     "address", "port", "readOnlyPort", "tlsCertFile", "tlsPrivateKeyFile", "authentication",
     "authorization", "clusterDNS", "clusterDomain", "cgroupDriver", "cgroupRoot", "cgroupsPerQOS",
-    "evictionHard", "evictionSoft", "evictionPressureTransitionPeriod", "failSwapOn",
+    "evictionSoft", "evictionPressureTransitionPeriod", "failSwapOn",
     "imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge",
-    "nodeStatusUpdateFrequency", "nodeStatusReportFrequency", "nodeLeaseDurationSeconds",
-    "kubeAPIQPS", "kubeAPIBurst", "serializeImagePulls", "maxParallelImagePulls",
-    "registerNode", "registerWithTaints", "rotateCertificates", "serverTLSBootstrap",
+    "serializeImagePulls", "maxParallelImagePulls",
+    "registerWithTaints", "rotateCertificates", "serverTLSBootstrap",
     "resolvConf", "hairpinMode", "podCIDR", "podPidsLimit", "protectKernelDefaults",
     "kubeReserved", "systemReserved", "enforceNodeAllocatable", "featureGates", "logging",
     "shutdownGracePeriod", "shutdownGracePeriodCriticalPods", "staticPodURL", "staticPodURLHeader",
@@ -171,7 +242,7 @@ def load_config_file(path: str, settings: Settings) -> None:
     for key, value in doc.items():
         if key in ("apiVersion", "kind"):
             continue
-        if key in _FIELDS:
+        if key in _FIELDS and not key.startswith("--"):
             parse, assign = _FIELDS[key]
             try:
                 parsed = parse(value)
@@ -188,8 +259,7 @@ def load_config_file(path: str, settings: Settings) -> None:
 
 # Real kubelet flags pykubelet accepts but does not act on yet (a warning names each one used).
 UNIMPLEMENTED_FLAGS = (
-    "kubeconfig", "bootstrap-kubeconfig", "node-ip", "node-labels", "register-node",
-    "register-with-taints", "cgroup-driver", "fail-swap-on", "pod-infra-container-image",
+    "bootstrap-kubeconfig", "register-with-taints", "cgroup-driver", "fail-swap-on", "pod-infra-container-image",
     "cluster-dns", "cluster-domain", "cert-dir", "rotate-certificates", "provider-id",
     "feature-gates", "runtime-cgroups", "kubelet-cgroups", "cloud-provider", "volume-plugin-dir",
 )
@@ -215,6 +285,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hostname-override", help="node name to use instead of the host name")
     p.add_argument("--root-dir", help="agent state directory (default /var/lib/kubelet)")
     p.add_argument("--v", "-v", type=int, default=None, help="log verbosity (4 and up: debug)")
+    p.add_argument("--kubeconfig", help="join the cluster this kubeconfig names; without it: standalone")
+    p.add_argument("--node-ip", help="the node's InternalIP (default: the default route's address)")
+    p.add_argument("--node-labels", help="extra Node labels: key=value,key2=value2")
+    p.add_argument("--register-node", help="create the Node object (true/false, default true)")
     for name in UNIMPLEMENTED_FLAGS:
         p.add_argument(f"--{name}", nargs="?", const="true", help=argparse.SUPPRESS)
     return p
@@ -231,6 +305,10 @@ _FLAG_TO_FIELD = {
     "pod_logs_dir": "podLogsDir",
     "healthz_bind_address": "healthzBindAddress",
     "healthz_port": "healthzPort",
+    "register_node": "registerNode",
+    "kubeconfig": "--kubeconfig",
+    "node_ip": "--node-ip",
+    "node_labels": "--node-labels",
 }
 
 
@@ -258,4 +336,6 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     settings.node_name = (override or socket.gethostname()).lower()
     if settings.pods.static_pod_path:
         settings.pods.static_pod_path = os.path.abspath(settings.pods.static_pod_path)
+    if settings.cluster.kubeconfig:
+        settings.cluster.kubeconfig = os.path.abspath(settings.cluster.kubeconfig)
     return settings

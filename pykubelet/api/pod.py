@@ -11,11 +11,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pykubelet.api.errors import FieldError, InvalidObject
+from pykubelet.api.quantity import cpu_millis, quantity_bytes
 
 RESTART_POLICIES = ("Always", "OnFailure", "Never")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 PROTOCOLS = ("TCP", "UDP", "SCTP")
 DEFAULT_GRACE_SECONDS = 30
+
+CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -42,6 +46,8 @@ class Container:
     name: str
     image: str
     image_pull_policy: str
+    cpu_request_millis: int = 0
+    memory_request_bytes: int = 0
     command: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
     env: tuple[EnvVar, ...] = ()
@@ -64,7 +70,25 @@ class Pod:
     node_name: str = ""
     labels: dict[str, str] = field(default_factory=dict, compare=False)
     annotations: dict[str, str] = field(default_factory=dict, compare=False)
+    deletion_timestamp: str = ""
+    """Set once the apiserver asked for graceful deletion."""
+    deletion_grace_period_seconds: int | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def is_static(self) -> bool:
+        """A pod from a manifest file (its status goes to a mirror pod)."""
+        return self.annotations.get(CONFIG_SOURCE_ANNOTATION) == "file"
+
+    @property
+    def is_mirror(self) -> bool:
+        """The apiserver's stand-in for a static pod: shown to users, never run."""
+        return MIRROR_ANNOTATION in self.annotations
+
+    @property
+    def api_phase(self) -> str:
+        status = self.raw.get("status")
+        return status.get("phase", "") if isinstance(status, dict) else ""
 
     @property
     def full_name(self) -> str:
@@ -184,6 +208,22 @@ def _parse_port(r: _Reader, raw: Any, path: str) -> ContainerPort | None:
     )
 
 
+def _requests(r: _Reader, container: dict[str, Any], path: str) -> tuple[int, int]:
+    """(cpu millicores, memory bytes) requested; limits stand in for missing requests, as in the API."""
+    resources = r.mapping(container.get("resources"), f"{path}.resources")
+    out = []
+    for key, parse in (("cpu", cpu_millis), ("memory", quantity_bytes)):
+        value = r.mapping(resources.get("requests"), f"{path}.resources.requests").get(key)
+        if value is None:
+            value = r.mapping(resources.get("limits"), f"{path}.resources.limits").get(key)
+        try:
+            out.append(parse(value) if value is not None else 0)
+        except ValueError:
+            r.fail(f"{path}.resources.requests.{key}", f"Invalid value: {value!r}: must be a quantity")
+            out.append(0)
+    return out[0], out[1]
+
+
 def _parse_container(r: _Reader, raw: Any, path: str) -> Container | None:
     obj = r.mapping(raw, path)
     if not obj:
@@ -201,10 +241,13 @@ def _parse_container(r: _Reader, raw: Any, path: str) -> Container | None:
             r.fail(f"{path}.env[{i}].name", f"Invalid value: {env_name!r}: must be a C identifier-like name")
         env.append(EnvVar(env_name, r.string(entry, "value", f"{path}.env[{i}]")))
     ports = [_parse_port(r, p, f"{path}.ports[{i}]") for i, p in enumerate(r.items(obj.get("ports"), f"{path}.ports"))]
+    requests = _requests(r, obj, path)
     return Container(
         name=name,
         image=image,
         image_pull_policy=r.choice(obj, "imagePullPolicy", path, PULL_POLICIES, default_pull_policy(image)),
+        cpu_request_millis=requests[0],
+        memory_request_bytes=requests[1],
         command=r.strings(obj, "command", path),
         args=r.strings(obj, "args", path),
         env=tuple(env),
@@ -256,6 +299,8 @@ def parse_pod(raw: Any, where: str) -> Pod:
         node_name=r.string(spec, "nodeName", "spec"),
         labels=r.string_map(meta, "labels", "metadata"),
         annotations=r.string_map(meta, "annotations", "metadata"),
+        deletion_timestamp=r.string(meta, "deletionTimestamp", "metadata"),
+        deletion_grace_period_seconds=meta.get("deletionGracePeriodSeconds"),
         raw=raw,
     )
     if r.errors:

@@ -1,6 +1,7 @@
 """The sync loop: hands desired pods, runtime events and housekeeping to per-pod workers.
 
-It only hands work out; it never calls the runtime itself (the kubelet's syncLoop).
+It only hands work out; it never calls the runtime itself (the kubelet's syncLoop). Each source
+(static files, the apiserver) delivers its whole set; the union is what the node should run.
 """
 
 from __future__ import annotations
@@ -9,80 +10,93 @@ import time
 from typing import Callable, Iterable
 
 from pykubelet.api.pod import Pod
-from pykubelet.cri.client import CRIClient
-from pykubelet.pods.sync import PodSyncer
-from pykubelet.pods.worker import PodWorker
+from pykubelet.pods.admission import Allocatable, admit
+from pykubelet.pods.worker import PodWorker, WorkerDeps
 from pykubelet.status.manager import StatusManager
 from pykubelet.util.log import get_logger
 
 log = get_logger(__name__)
 
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
 
 class PodDispatcher:
-    def __init__(self, cri: CRIClient, syncer: PodSyncer, statuses: StatusManager,
-                 host_ip: Callable[[], str], resync_seconds: float, max_pods: int):
-        self.cri = cri
-        self.syncer = syncer
+    def __init__(self, deps: WorkerDeps, statuses: StatusManager, node_name: str,
+                 allocatable: Callable[[], Allocatable]):
+        self.deps = deps
         self.statuses = statuses
-        self.host_ip = host_ip
-        self.resync_seconds = resync_seconds
-        self.max_pods = max_pods
-        self.rejected: set[str] = set()  # UIDs refused at admission; the kubelet never retries them
+        self.node_name = node_name
+        self.allocatable = allocatable
         self.desired: dict[str, Pod] = {}
         self.workers: dict[str, PodWorker] = {}
+        self.rejected: set[str] = set()  # UIDs refused at admission; the kubelet never retries them
+        self._by_source: dict[str, dict[str, Pod]] = {}
         self._stopping = False
         self._terminated_at: dict[str, float] = {}  # uid -> when its worker finished terminating
 
     def _start_worker(self, uid: str, pod: Pod | None) -> PodWorker:
-        worker = PodWorker(uid, pod, self.cri, self.syncer, self.statuses, self.host_ip,
-                           self.resync_seconds, self._worker_done)
+        worker = PodWorker(uid, pod, self.deps, self._worker_done)
         self.workers[uid] = worker
         worker.start()
         return worker
 
-    def set_pods(self, pods: Iterable[Pod]) -> None:
-        """The whole desired set from the sources: start, update or terminate workers to match."""
-        new = {p.uid: p for p in pods}
+    def set_pods(self, pods: Iterable[Pod], source: str = "file") -> None:
+        """The whole desired set of one source: start, update or terminate workers to match."""
+        self._by_source[source] = {p.uid: p for p in pods}
+        new: dict[str, Pod] = {}
+        for source_pods in self._by_source.values():
+            new.update(source_pods)
         for uid, pod in new.items():
-            worker = self.workers.get(uid)
             if uid in self.rejected:
                 continue
-            if worker is None:
-                if not self._admit(pod):
-                    continue
-                log.info("Pod added", pod=pod.full_name, uid=uid)
-                self._start_worker(uid, pod)
+            worker = self.workers.get(uid)
+            if pod.deletion_timestamp:
+                self._terminate(uid, pod, worker, pod.deletion_grace_period_seconds, "Pod deleted")
+            elif worker is None:
+                if uid not in self.desired and self._admitted(pod):
+                    log.info("Pod added", pod=pod.full_name, uid=uid)
+                    self._start_worker(uid, pod)
             elif not worker.terminating and pod is not self.desired.get(uid):
                 worker.update(pod)
         for uid in self.desired.keys() - new.keys():
-            worker = self.workers.get(uid)
             pod = self.desired[uid]
             if uid in self.rejected:
                 self.rejected.discard(uid)
                 self.statuses.remove(uid)
                 continue
-            log.info("Pod removed; terminating", pod=pod.full_name, uid=uid)
-            if worker is not None:
-                worker.terminate(pod.termination_grace_period_seconds)
-            else:
-                self._start_worker(uid, None).terminate(pod.termination_grace_period_seconds)
+            self._terminate(uid, pod, self.workers.get(uid), pod.termination_grace_period_seconds, "Pod removed")
         self.desired = new
 
-    def _admit(self, pod: Pod) -> bool:
-        """The kubelet's pod-count admission: a pod over maxPods is Failed with OutOfpods."""
-        used = sum(1 for w in self.workers.values() if not w.terminating)
-        if used < self.max_pods:
+    def _terminate(self, uid: str, pod: Pod, worker: PodWorker | None, grace: int | None, why: str) -> None:
+        if worker is not None and worker.terminating:
+            return
+        log.info(f"{why}; terminating", pod=pod.full_name, uid=uid)
+        if worker is None:
+            if uid in self._terminated_at or pod.api_phase in TERMINAL_PHASES and uid not in self.desired:
+                # Nothing of it runs here; only the apiserver still has to forget it.
+                if pod.deletion_timestamp:
+                    self.statuses.finish_deletion(pod)
+                return
+            worker = self._start_worker(uid, pod)
+        worker.terminate(grace)
+
+    def _admitted(self, pod: Pod) -> bool:
+        if pod.api_phase in TERMINAL_PHASES:
+            return False  # finished before this agent saw it: the kubelet does not run it again
+        running = [w.pod for w in self.workers.values() if w.pod is not None and not w.terminating]
+        rejection = admit(pod, running, self.node_name, self.allocatable())
+        if rejection is None:
             return True
-        message = (f"Pod was rejected: Node didn't have enough resource: pods, requested: 1, "
-                   f"used: {used}, capacity: {self.max_pods}")
-        log.warning("Pod rejected at admission", pod=pod.full_name, reason="OutOfpods", message=message)
+        message = f"Pod was rejected: {rejection.message}"
+        log.warning("Pod rejected at admission", pod=pod.full_name, reason=rejection.reason, message=message)
         self.rejected.add(pod.uid)
-        self.statuses.set(pod, {"phase": "Failed", "reason": "OutOfpods", "message": message,
-                                "hostIP": self.host_ip(), "containerStatuses": []})
+        self.statuses.set(pod, {"phase": "Failed", "reason": rejection.reason, "message": message,
+                                "containerStatuses": []})
+        self.deps.recorder.record(self.deps.ref(pod), "Warning", rejection.reason, message)
         return False
 
     def wake(self, uid: str) -> None:
-        """A runtime event for a pod: its worker syncs now."""
+        """A runtime or mirror-pod event for a pod: its worker syncs now."""
         worker = self.workers.get(uid)
         if worker is not None:
             worker.wake()
@@ -100,7 +114,8 @@ class PodDispatcher:
                 log.info("Found pod in the runtime that no source wants; terminating", uid=uid)
                 self._start_worker(uid, None)
         for uid, pod in self.desired.items():
-            if uid not in self.workers and uid not in self.rejected:
+            if uid not in self.workers and uid not in self.rejected and uid not in self._terminated_at \
+                    and not pod.deletion_timestamp and pod.api_phase not in TERMINAL_PHASES:
                 log.warning("Pod had no worker; starting one", pod=pod.full_name)
                 self._start_worker(uid, pod)
 
@@ -110,8 +125,13 @@ class PodDispatcher:
             return  # stopping, or a crashed worker: housekeeping starts a new one
         self._terminated_at[uid] = time.time()
         pod = self.desired.get(uid)
-        if pod is not None:
+        if pod is None:
+            return
+        if pod.deletion_timestamp:
+            self.statuses.finish_deletion(pod)
+        else:
             # Terminated while a source added it again (same content, same UID): run it anew.
+            self._terminated_at.pop(uid, None)
             self._start_worker(uid, pod)
 
     async def stop(self) -> None:

@@ -14,6 +14,7 @@ from pykubelet.api.pod import Container, Pod
 from pykubelet.cri import errors
 from pykubelet.cri.client import CRIClient
 from pykubelet.cri.v1 import api_pb2 as api
+from pykubelet.kube.events import NORMAL, WARNING, EventRecorder, pod_ref
 from pykubelet.pods.actions import compute_pod_actions, is_terminal
 from pykubelet.runtime import gc, specs
 from pykubelet.runtime.images import ImageError, ImageManager
@@ -49,25 +50,34 @@ def _restart_key(pod: Pod, container: Container) -> str:
 
 
 class PodSyncer:
-    def __init__(self, cri: CRIClient, images: ImageManager, restart_backoff: Backoff, logs_root: str):
+    def __init__(self, cri: CRIClient, images: ImageManager, restart_backoff: Backoff, logs_root: str,
+                 recorder: EventRecorder):
         self.cri = cri
+        self.recorder = recorder
         self.images = images
         self.restart_backoff = restart_backoff
         self.sandbox_backoff = Backoff(initial=1.0, maximum=60.0, clock=restart_backoff.clock)
         self.logs_root = logs_root
 
+    def _event(self, pod: Pod, container: str | None, kind: str, reason: str, message: str) -> None:
+        self.recorder.record(pod_ref(pod.namespace, pod.name, pod.uid, container), kind, reason, message)
+
     async def sync(self, pod: Pod, state: PodRuntimeState) -> SyncResult:
         result = SyncResult()
         actions = compute_pod_actions(pod, state)
+        if actions.create_sandbox and state.sandboxes:
+            self._event(pod, None, NORMAL, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
         if actions.kill_pod:
-            await self.kill_pod(pod.full_name, state, pod.termination_grace_period_seconds)
+            await self.kill_pod(pod, state, pod.termination_grace_period_seconds)
             result.changed = True
         elif is_terminal(pod, state) and any(s.ready for s in state.sandboxes):
             log.info("Pod has finished; stopping its sandbox", pod=pod.full_name)
             await self._stop_sandboxes(state)
             result.changed = True
         if actions.kill:
-            await asyncio.gather(*(self._stop_container(pod.full_name, cid, why, pod.termination_grace_period_seconds)
+            names = {c.id: c.name for c in state.containers}
+            await asyncio.gather(*(self._stop_container(pod, names.get(cid, ""), cid, why,
+                                                        pod.termination_grace_period_seconds)
                                    for cid, why in actions.kill.items()))
             result.changed = True
         if not actions.start:
@@ -86,6 +96,7 @@ class PodSyncer:
             except errors.CRIError as e:
                 self.sandbox_backoff.next(sandbox_key, self.sandbox_backoff.clock())
                 log.error("Failed to create pod sandbox", pod=pod.full_name, err=str(e))
+                self._event(pod, None, WARNING, "FailedCreatePodSandBox", f"Failed to create pod sandbox: {e.details}")
                 for name in actions.start:
                     result.waiting[name] = (CONTAINER_CREATING, f"Failed to create pod sandbox: {e.details}")
                 result.retry_after(self.sandbox_backoff.delay(sandbox_key))
@@ -116,12 +127,17 @@ class PodSyncer:
                 result.waiting[name] = (CRASH_LOOP_BACK_OFF, f"back-off {format_duration(delay)} restarting failed "
                                                              f"container={name} pod={pod.name}_{pod.namespace}({pod.uid})")
                 result.retry_after(self.restart_backoff.remaining(key, latest.finished_at))
+                self._event(pod, name, WARNING, "BackOff", f"Back-off restarting failed container {name} in pod "
+                                                           f"{pod.name}_{pod.namespace}({pod.uid})")
                 return False
             self.restart_backoff.next(key, latest.finished_at)
         restart_count = latest.restart_count + 1 if latest else 0
         try:
-            image_ref = await self.images.ensure(container, sandbox_config, pod.full_name)
+            image_ref = await self.images.ensure(container, sandbox_config, pod.full_name,
+                                                 lambda kind, reason, message: self._event(pod, name, kind, reason,
+                                                                                           message))
         except ImageError as e:
+            self._event(pod, name, WARNING, "Failed", f"Error: {e.reason}")
             result.waiting[name] = (e.reason, e.message)
             result.retry_after(max(self.images.backoff.delay(container.image), 1.0))
             return False
@@ -131,33 +147,40 @@ class PodSyncer:
             container_id = await self.cri.create_container(sandbox_id, config, sandbox_config)
         except errors.CRIError as e:
             log.error("Failed to create container", pod=pod.full_name, container=name, err=str(e))
+            self._event(pod, name, WARNING, "Failed", f"Error: {e.details}")
             result.waiting[name] = (CREATE_CONTAINER_ERROR, e.details)
             result.retry_after(self.restart_backoff.delay(_restart_key(pod, container)) or 1.0)
             return False
+        self._event(pod, name, NORMAL, "Created", f"Created container: {name}")
         try:
             await self.cri.start_container(container_id)
         except errors.CRIError as e:
             log.error("Failed to start container", pod=pod.full_name, container=name, err=str(e))
+            self._event(pod, name, WARNING, "Failed", f"Error: {e.details}")
             result.waiting[name] = (RUN_CONTAINER_ERROR, e.details)
             return True
+        self._event(pod, name, NORMAL, "Started", f"Started container {name}")
         log.info("Started container", pod=pod.full_name, container=name, id=container_id[:13],
                  restartCount=restart_count)
         return True
 
-    async def _stop_container(self, pod_name: str, container_id: str, why: str, grace: int) -> None:
-        log.info("Killing container", pod=pod_name, id=container_id[:13], reason=why, gracePeriod=grace)
+    async def _stop_container(self, pod: Pod | None, name: str, container_id: str, why: str, grace: int) -> None:
+        log.info("Killing container", pod=pod.full_name if pod else "", container=name, id=container_id[:13],
+                 reason=why, gracePeriod=grace)
+        if pod is not None:
+            self._event(pod, name, NORMAL, "Killing", f"Stopping container {name}")
         await self.cri.stop_container(container_id, grace)
 
     async def _stop_sandboxes(self, state: PodRuntimeState, only_ready: bool = True) -> None:
         await asyncio.gather(*(self.cri.stop_pod_sandbox(s.id) for s in state.sandboxes
                                if s.ready or not only_ready))
 
-    async def kill_pod(self, pod_name: str, state: PodRuntimeState, grace: int) -> None:
+    async def kill_pod(self, pod: Pod | None, state: PodRuntimeState, grace: int) -> None:
         """Stop every running container (SIGTERM, SIGKILL after grace), then every sandbox.
 
         Stopping a sandbox that is already not ready is how its network gets torn down.
         """
-        await asyncio.gather(*(self._stop_container(pod_name, c.id, "Stopping pod", grace)
+        await asyncio.gather(*(self._stop_container(pod, c.name, c.id, "Stopping pod", grace)
                                for c in state.running()))
         await self._stop_sandboxes(state, only_ready=False)
 
@@ -179,9 +202,9 @@ class PodSyncer:
                 pass
 
     async def terminate(self, pod_name: str, uid: str, state: PodRuntimeState, grace: int,
-                        log_directory: str | None) -> None:
+                        log_directory: str | None, pod: Pod | None = None) -> None:
         """Stop and remove everything of a pod that is gone, then its log directory."""
-        await self.kill_pod(pod_name, state, grace)
+        await self.kill_pod(pod, state, grace)
         for c in state.containers:
             await self._remove_container(c)
         for s in state.sandboxes:

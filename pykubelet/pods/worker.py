@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 from pykubelet.api.pod import Pod
 from pykubelet.cri import errors
 from pykubelet.cri.client import CRIClient
+from pykubelet.kube import errors as kube_errors
+from pykubelet.kube.events import EventRecorder, pod_ref
+from pykubelet.pods.mirror import MirrorPods
 from pykubelet.pods.podstatus import pod_status
 from pykubelet.pods.sync import PodSyncer
 from pykubelet.runtime.specs import pod_log_directory
@@ -25,21 +29,32 @@ log = get_logger(__name__)
 ERROR_RETRY_MIN, ERROR_RETRY_MAX = 1.0, 30.0
 
 
+@dataclass
+class WorkerDeps:
+    """What every pod worker works with."""
+
+    cri: CRIClient
+    syncer: PodSyncer
+    statuses: StatusManager
+    recorder: EventRecorder
+    host_ip: Callable[[], str]
+    resync_seconds: float
+    mirrors: MirrorPods | None = None
+
+    @staticmethod
+    def ref(pod: Pod, container: str | None = None) -> dict[str, str]:
+        return pod_ref(pod.namespace, pod.name, pod.uid, container)
+
+
 class PodWorker:
-    def __init__(self, uid: str, pod: Pod | None, cri: CRIClient, syncer: PodSyncer, statuses: StatusManager,
-                 host_ip: Callable[[], str], resync_seconds: float, on_done: Callable[[str], None]):
+    def __init__(self, uid: str, pod: Pod | None, deps: WorkerDeps, on_done: Callable[[str], None]):
         self.uid = uid
         self.pod = pod
-        self.cri = cri
-        self.syncer = syncer
-        self.statuses = statuses
-        self.host_ip = host_ip
-        self.resync_seconds = resync_seconds
+        self.deps = deps
         self.on_done = on_done
         self.terminating = pod is None
         self.terminate_grace: int | None = None
         self.start_time = time.time()
-        self.synced = asyncio.Event()  # set after the first sync (for tests and adoption)
         self._wake = asyncio.Event()
         self._wake.set()
         self.task: asyncio.Task[None] | None = None
@@ -64,7 +79,7 @@ class PodWorker:
         return self.pod.full_name if self.pod else self.uid
 
     async def _run(self) -> None:
-        delay = self.resync_seconds
+        delay = self.deps.resync_seconds
         error_delay = ERROR_RETRY_MIN
         try:
             while True:
@@ -90,19 +105,27 @@ class PodWorker:
             self.on_done(self.uid)
 
     async def _sync(self) -> float:
-        pod = self.pod
+        pod, deps = self.pod, self.deps
         assert pod is not None
-        state = await read_pod_state(self.cri, self.uid)
-        result = await self.syncer.sync(pod, state)
+        state = await read_pod_state(deps.cri, self.uid)
+        result = await deps.syncer.sync(pod, state)
         if result.changed:
-            state = await read_pod_state(self.cri, self.uid)
-        self.statuses.set(pod, pod_status(pod, state, result.waiting, self.host_ip(), self.start_time))
-        await self.syncer.prune(state)
-        self.synced.set()
-        return min(result.retry_in, self.resync_seconds) if result.retry_in is not None else self.resync_seconds
+            state = await read_pod_state(deps.cri, self.uid)
+        deps.statuses.set(pod, pod_status(pod, state, result.waiting, deps.host_ip(), self.start_time))
+        await deps.syncer.prune(state)
+        if pod.is_static and deps.mirrors is not None:
+            try:
+                if await deps.mirrors.ensure(pod):
+                    deps.statuses.resend(pod.uid)
+            except kube_errors.KubeError as e:
+                log.warning("Could not create the mirror pod; will retry", pod=pod.full_name, err=str(e))
+                result.retry_after(ERROR_RETRY_MAX)
+        resync = deps.resync_seconds
+        return min(result.retry_in, resync) if result.retry_in is not None else resync
 
     async def _terminate(self) -> None:
-        state = await read_pod_state(self.cri, self.uid)
+        deps = self.deps
+        state = await read_pod_state(deps.cri, self.uid)
         pod = self.pod
         grace = self.terminate_grace
         if grace is None:
@@ -110,8 +133,13 @@ class PodWorker:
         name = pod.full_name if pod else f"{state.namespace}/{state.name}"
         log_dir = None
         if state.name:
-            log_dir = f"{self.syncer.logs_root}/{state.namespace}_{state.name}_{self.uid}"
+            log_dir = f"{deps.syncer.logs_root}/{state.namespace}_{state.name}_{self.uid}"
         elif pod:
-            log_dir = pod_log_directory(self.syncer.logs_root, pod)
-        await self.syncer.terminate(name, self.uid, state, grace, log_dir)
-        self.statuses.remove(self.uid)
+            log_dir = pod_log_directory(deps.syncer.logs_root, pod)
+        await deps.syncer.terminate(name, self.uid, state, grace, log_dir, pod)
+        if pod is not None and pod.is_static and deps.mirrors is not None:
+            try:
+                await deps.mirrors.remove(pod)
+            except kube_errors.KubeError as e:
+                log.warning("Could not delete the mirror pod", pod=pod.full_name, err=str(e))
+        deps.statuses.remove(self.uid)

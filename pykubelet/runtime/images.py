@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from typing import Callable
+
 from pykubelet.api.pod import Container
 from pykubelet.cri import errors
 from pykubelet.cri.client import CRIClient
@@ -30,23 +33,34 @@ class ImageManager:
         self.cri = cri
         self.backoff = backoff
 
-    async def ensure(self, container: Container, sandbox_config: api.PodSandboxConfig, pod_name: str) -> str:
-        """The image ID to create the container from, pulling it first if the policy says so."""
+    async def ensure(self, container: Container, sandbox_config: api.PodSandboxConfig, pod_name: str,
+                     record: Callable[[str, str, str], None]) -> str:
+        """The image ID to create the container from, pulling it first if the policy says so.
+
+        `record(type, reason, message)` receives the kubelet's image events.
+        """
         image = container.image
         present = await self.cri.image_status(image)
         if container.image_pull_policy == "Never" or (present and container.image_pull_policy == "IfNotPresent"):
             if present:
+                record("Normal", "Pulled", f'Container image "{image}" already present on machine')
                 return present.id
-            raise ImageError(ERR_IMAGE_NEVER_PULL,
-                             f'Container image "{image}" is not present with pull policy of Never')
+            message = f'Container image "{image}" is not present with pull policy of Never'
+            record("Warning", ERR_IMAGE_NEVER_PULL, message)
+            raise ImageError(ERR_IMAGE_NEVER_PULL, message)
         if self.backoff.in_backoff_since_update(image):
+            record("Normal", "BackOff", f'Back-off pulling image "{image}"')
             raise ImageError(IMAGE_PULL_BACKOFF, f'Back-off pulling image "{image}"')
         log.info("Pulling image", pod=pod_name, image=image)
+        record("Normal", "Pulling", f'Pulling image "{image}"')
+        started = time.monotonic()
         try:
             ref = await self.cri.pull_image(image, sandbox_config)
         except errors.CRIError as e:
             self.backoff.next(image, self.backoff.clock())
             log.warning("Failed to pull image", pod=pod_name, image=image, err=e.details)
+            record("Warning", "Failed", f'Failed to pull image "{image}": {e.details}')
             raise ImageError(ERR_IMAGE_PULL, f'Failed to pull image "{image}": {e.details}') from e
         log.info("Pulled image", pod=pod_name, image=image, ref=ref)
+        record("Normal", "Pulled", f'Successfully pulled image "{image}" in {time.monotonic() - started:.3f}s')
         return ref

@@ -1,21 +1,40 @@
-"""The single source of truth for pod status on this node.
+"""The single source of truth for pod status on this node, and its only writer to the apiserver.
 
-Workers hand in freshly computed statuses; the manager keeps condition transition times
-stable across syncs and (with an apiserver, in its own issue) writes changes out.
+Workers hand in freshly computed statuses. The manager keeps condition transition times stable,
+and (with an apiserver) patches a pod's status only when it changed; a static pod's status goes
+to its mirror pod. It also finishes graceful deletion: once a deleted pod's containers are
+stopped, the final DELETE (grace 0, UID precondition), as the kubelet does.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
 from pykubelet.api.pod import Pod
+from pykubelet.kube import errors
+from pykubelet.kube.client import KubeClient
+from pykubelet.util.log import get_logger
+
+log = get_logger(__name__)
+
+RESYNC_SECONDS = 10.0  # failed writes are retried at least this often
+
+
+def _pod_path(pod: Pod) -> str:
+    return f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
 
 
 class StatusManager:
-    def __init__(self) -> None:
+    def __init__(self, kube: KubeClient | None = None) -> None:
+        self.kube = kube
         self._pods: dict[str, Pod] = {}
         self._statuses: dict[str, dict[str, Any]] = {}
+        self._sent: dict[str, dict[str, Any]] = {}  # uid -> what the apiserver has from us
+        self._dirty: set[str] = set()
+        self._deletions: dict[str, Pod] = {}
+        self._wake = asyncio.Event()
 
     def set(self, pod: Pod, status: dict[str, Any]) -> None:
         old = self._statuses.get(pod.uid)
@@ -27,13 +46,32 @@ class StatusManager:
                     cond["lastTransitionTime"] = before["lastTransitionTime"]
         self._pods[pod.uid] = pod
         self._statuses[pod.uid] = status
+        if self._sent.get(pod.uid) != status:
+            self._dirty.add(pod.uid)
+            self._wake.set()
 
     def get(self, uid: str) -> dict[str, Any] | None:
         return self._statuses.get(uid)
 
+    def resend(self, uid: str) -> None:
+        """Write the status again (the mirror pod it goes to was recreated)."""
+        self._sent.pop(uid, None)
+        if uid in self._statuses:
+            self._dirty.add(uid)
+            self._wake.set()
+
     def remove(self, uid: str) -> None:
         self._pods.pop(uid, None)
         self._statuses.pop(uid, None)
+        self._sent.pop(uid, None)
+        self._dirty.discard(uid)
+
+    def finish_deletion(self, pod: Pod) -> None:
+        """The pod's containers are gone: delete it from the apiserver for good."""
+        self.remove(pod.uid)
+        if self.kube is not None and not pod.is_static:
+            self._deletions[pod.uid] = pod
+            self._wake.set()
 
     def pod_list(self) -> dict[str, Any]:
         """Every pod with its status, as a v1 PodList (what /pods serves)."""
@@ -45,3 +83,51 @@ class StatusManager:
             obj["status"] = self._statuses[uid]
             items.append(obj)
         return {"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items}
+
+    async def run(self) -> None:
+        """Write dirty statuses and pending deletions; retry failures every RESYNC_SECONDS."""
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), RESYNC_SECONDS)
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
+            for uid in list(self._dirty):
+                await self._write_status(uid)
+            for uid, pod in list(self._deletions.items()):
+                await self._delete(pod)
+
+    async def _write_status(self, uid: str) -> None:
+        assert self.kube is not None
+        pod, status = self._pods.get(uid), self._statuses.get(uid)
+        if pod is None or status is None:
+            self._dirty.discard(uid)
+            return
+        # The UID makes the patch a precondition: it never lands on a newer pod of the same name.
+        # A static pod's status goes to its mirror, whose UID is the apiserver's own.
+        body = {"status": status} if pod.is_static else {"metadata": {"uid": uid}, "status": status}
+        try:
+            await self.kube.patch(f"{_pod_path(pod)}/status", body)
+        except errors.NotFound:
+            if not pod.is_static:  # a mirror pod may simply not exist yet: retried later
+                self._dirty.discard(uid)
+            return
+        except errors.KubeError as e:
+            log.warning("Failed to update pod status; will retry", pod=pod.full_name, err=str(e))
+            return
+        self._sent[uid] = status
+        self._dirty.discard(uid)
+
+    async def _delete(self, pod: Pod) -> None:
+        assert self.kube is not None
+        options = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
+                   "preconditions": {"uid": pod.uid}}
+        try:
+            await self.kube.delete(_pod_path(pod), options)
+            log.info("Pod deleted from the apiserver", pod=pod.full_name, uid=pod.uid)
+        except (errors.NotFound, errors.Conflict):
+            pass  # already gone, or a new pod of the same name
+        except errors.KubeError as e:
+            log.warning("Failed to delete pod; will retry", pod=pod.full_name, err=str(e))
+            return
+        self._deletions.pop(pod.uid, None)

@@ -162,9 +162,9 @@ def test_invalid_flag_raises_config_error_naming_the_flag(flag, value):
 
 
 @pytest.mark.parametrize("argv, flag", [
-    (["--kubeconfig", "/etc/kubernetes/kubelet.conf"], "--kubeconfig"),
-    (["--kubeconfig=/etc/kubernetes/kubelet.conf"], "--kubeconfig"),
-    (["--node-ip", "10.0.0.5"], "--node-ip"),
+    (["--bootstrap-kubeconfig", "/etc/kubernetes/bootstrap-kubelet.conf"], "--bootstrap-kubeconfig"),
+    (["--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf"], "--bootstrap-kubeconfig"),
+    (["--cluster-dns", "10.96.0.10"], "--cluster-dns"),
     (["--fail-swap-on"], "--fail-swap-on"),  # a bare boolean flag
 ])
 def test_unimplemented_kubelet_flags_are_accepted_with_a_warning_naming_them(caplog, argv, flag):
@@ -194,3 +194,25 @@ def test_cli_exits_2_on_a_bad_config_file_naming_the_field(tmp_path, line, field
     assert done.returncode == 2, done.stderr
     assert field in done.stderr
     assert str(path) in done.stderr
+
+
+def test_cluster_flags_and_fields_are_applied(tmp_path):
+    cfg = tmp_path / "kubelet.yaml"
+    cfg.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+                   "nodeStatusUpdateFrequency: 5s\nkubeAPIQPS: 10\nkubeAPIBurst: 20\n"
+                   "evictionHard: {memory.available: 200Mi, nodefs.available: 5%}\n")
+    s = settings("--config", str(cfg), "--kubeconfig", "node.conf", "--node-ip", "10.0.0.5",
+                 "--node-labels", "zone=a,tier=web", "--hostname-override", "n1")
+    assert s.cluster.kubeconfig.endswith("/node.conf") and s.cluster.kubeconfig.startswith("/")
+    assert s.cluster.node_ip == "10.0.0.5" and s.cluster.node_labels == {"zone": "a", "tier": "web"}
+    assert (s.cluster.status_update_seconds, s.cluster.api_qps, s.cluster.api_burst) == (5.0, 10.0, 20)
+    assert s.cluster.eviction_hard["memory.available"].quantity == 200 * 2**20
+    assert s.cluster.eviction_hard["nodefs.available"].percent == 5.0
+
+
+def test_bad_eviction_signal_names_the_field(tmp_path):
+    cfg = tmp_path / "kubelet.yaml"
+    cfg.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+                   "evictionHard: {memory.free: 1Gi}\n")
+    with pytest.raises(ConfigError, match="evictionHard.*memory.free"):
+        settings("--config", str(cfg), "--hostname-override", "n1")

@@ -1,0 +1,219 @@
+"""The node's life in the cluster: register the Node, heartbeat its Lease, report its status.
+
+Status is computed every nodeStatusUpdateFrequency and written when it changed, and at least
+every nodeStatusReportFrequency; the Lease is renewed every quarter of its duration. An
+unreachable apiserver costs heartbeats, never pods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from pykubelet.cri import errors as cri_errors
+from pykubelet.cri.client import CRIClient
+from pykubelet.kube import errors
+from pykubelet.kube.client import STRATEGIC_MERGE_PATCH, KubeClient
+from pykubelet.kube.events import NORMAL, EventRecorder, node_ref, now_rfc3339
+from pykubelet.node import status as node_status
+from pykubelet.node.hostinfo import HostInfo
+from pykubelet.node.pressure import Threshold, observe
+from pykubelet.util.log import get_logger
+
+log = get_logger(__name__)
+
+LEASE_NAMESPACE = "kube-node-lease"
+RUNTIME_CHECK_TIMEOUT = 5.0
+REGISTER_RETRY_MAX = 7.0  # the kubelet's registration back-off tops out at 7 s
+
+
+def micro_time() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class NodeManager:
+    def __init__(self, kube: KubeClient, cri: CRIClient, recorder: EventRecorder, *, node_name: str,
+                 host_info: HostInfo, node_ip: str, labels: dict[str, str], max_pods: int,
+                 thresholds: dict[str, Threshold], root_dir: str, imagefs_dir: str, kubelet_version: str,
+                 update_seconds: float, report_seconds: float, lease_seconds: int,
+                 agent_errors: Callable[[], list[str]]):
+        self.kube = kube
+        self.cri = cri
+        self.recorder = recorder
+        self.node_name = node_name
+        self.host_info = host_info
+        self.node_ip = node_ip
+        self.labels = labels
+        self.max_pods = max_pods
+        self.thresholds = thresholds
+        self.root_dir = root_dir
+        self.imagefs_dir = imagefs_dir
+        self.kubelet_version = kubelet_version
+        self.update_seconds = update_seconds
+        self.report_seconds = report_seconds
+        self.lease_seconds = lease_seconds
+        self.agent_errors = agent_errors
+        self.node_uid = ""
+        self.pod_cidrs: list[str] = []
+        self.registered = asyncio.Event()
+        self._runtime_version = ""
+        self._last_status: dict[str, Any] = {}
+        self._last_report = 0.0
+
+    @property
+    def path(self) -> str:
+        return f"/api/v1/nodes/{self.node_name}"
+
+    async def run(self) -> None:
+        await self._register()
+        await asyncio.gather(self._lease_loop(), self._status_loop())
+
+    # --- registration
+    def _initial_node(self) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {
+                "name": self.node_name,
+                "labels": node_status.node_labels(self.node_name, self.host_info.architecture, self.labels),
+                "annotations": {"volumes.kubernetes.io/controller-managed-attach-detach": "true"},
+            },
+            "spec": {},
+        }
+
+    async def _register(self) -> None:
+        delay = 0.1
+        while True:
+            try:
+                node = await self._create_or_reconcile()
+                break
+            except errors.KubeError as e:
+                log.warning("Unable to register node with the apiserver; retrying", node=self.node_name,
+                            err=str(e), retryIn=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, REGISTER_RETRY_MAX)
+        self.node_uid = node["metadata"]["uid"]
+        self.pod_cidrs = node["spec"].get("podCIDRs") or []
+        self.registered.set()
+        log.info("Node registered", node=self.node_name, uid=self.node_uid)
+        self.recorder.record(node_ref(self.node_name), NORMAL, "Starting", "Starting kubelet.")
+
+    async def _create_or_reconcile(self) -> dict[str, Any]:
+        try:
+            return await self.kube.create("/api/v1/nodes", self._initial_node())
+        except errors.Conflict:
+            pass
+        existing = await self.kube.get(self.path)
+        wanted = self._initial_node()["metadata"]
+        labels = existing["metadata"].get("labels") or {}
+        missing = {k: v for k, v in wanted["labels"].items() if labels.get(k) != v}
+        if missing:
+            log.info("Reconciling labels of the existing Node", node=self.node_name, labels=",".join(missing))
+            return await self.kube.patch(self.path, {"metadata": {"labels": missing}})
+        return existing
+
+    # --- lease
+    async def _lease_loop(self) -> None:
+        path = f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{self.node_name}"
+        interval = self.lease_seconds / 4  # 40 s lease: renewed every 10 s, as the kubelet does
+        lease: dict[str, Any] | None = None
+        while True:
+            try:
+                lease = await self._renew(path, lease)
+            except errors.KubeError as e:
+                log.warning("Failed to renew the node lease", node=self.node_name, err=str(e))
+                lease = None
+            await asyncio.sleep(interval)
+
+    async def _renew(self, path: str, lease: dict[str, Any] | None) -> dict[str, Any]:
+        if lease is None:
+            try:
+                lease = await self.kube.get(path)
+            except errors.NotFound:
+                return await self.kube.create(path.rsplit("/", 1)[0], self._lease_object())
+        lease["spec"].update(holderIdentity=self.node_name, leaseDurationSeconds=self.lease_seconds,
+                             renewTime=micro_time())
+        lease["metadata"]["ownerReferences"] = self._owner()
+        try:
+            return await self.kube.replace(path, lease)
+        except errors.Conflict:
+            return await self._renew(path, None)
+
+    def _owner(self) -> list[dict[str, Any]]:
+        return [{"apiVersion": "v1", "kind": "Node", "name": self.node_name, "uid": self.node_uid}]
+
+    def _lease_object(self) -> dict[str, Any]:
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": self.node_name, "namespace": LEASE_NAMESPACE,
+                             "ownerReferences": self._owner()},
+                "spec": {"holderIdentity": self.node_name, "leaseDurationSeconds": self.lease_seconds,
+                         "renewTime": micro_time()}}
+
+    # --- status
+    async def observe_health(self) -> node_status.NodeHealth:
+        health = node_status.NodeHealth()
+        try:
+            answer = await asyncio.wait_for(self.cri.status(), RUNTIME_CHECK_TIMEOUT)
+            if not self._runtime_version:
+                version = await self.cri.version()
+                self._runtime_version = f"{version.runtime_name}://{version.runtime_version}"
+            for cond in answer.status.conditions:
+                if cond.status:
+                    continue
+                text = f"{cond.type}=false reason:{cond.reason} message:{cond.message}"
+                if cond.type == "NetworkReady":
+                    health.network_errors.append(f"container runtime network not ready: {text}")
+                else:
+                    health.runtime_errors.append(f"container runtime not ready: {text}")
+        except (cri_errors.CRIError, asyncio.TimeoutError):
+            health.runtime_errors.append("container runtime is down")
+        health.runtime_errors.extend(self.agent_errors())
+        health.pressure = await asyncio.to_thread(observe, self.thresholds, self.root_dir, self.imagefs_dir)
+        return health
+
+    def build_status(self, health: node_status.NodeHealth) -> dict[str, Any]:
+        capacity, allocatable = node_status.capacity_and_allocatable(self.host_info, self.max_pods, self.thresholds)
+        return {
+            "conditions": node_status.conditions(health, self._last_status.get("conditions", []), now_rfc3339()),
+            "capacity": capacity, "allocatable": allocatable,
+            "addresses": node_status.addresses(self.node_ip, self.node_name),
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": node_status.KUBELET_PORT}},
+            "nodeInfo": node_status.node_info(self.host_info, self._runtime_version, self.kubelet_version),
+        }
+
+    @staticmethod
+    def _without_heartbeats(status: dict[str, Any]) -> dict[str, Any]:
+        conds = [{k: v for k, v in c.items() if k != "lastHeartbeatTime"} for c in status.get("conditions", [])]
+        return {**status, "conditions": conds}
+
+    async def _status_loop(self) -> None:
+        while True:
+            try:
+                await self.update_status()
+            except errors.KubeError as e:
+                log.warning("Error updating node status; will retry", node=self.node_name, err=str(e))
+            await asyncio.sleep(self.update_seconds)
+
+    async def update_status(self) -> None:
+        status = self.build_status(await self.observe_health())
+        changed = self._without_heartbeats(status) != self._without_heartbeats(self._last_status)
+        if not changed and time.monotonic() - self._last_report < self.report_seconds:
+            return
+        node = await self.kube.patch(f"{self.path}/status", {"status": status}, STRATEGIC_MERGE_PATCH)
+        self.pod_cidrs = node["spec"].get("podCIDRs") or []
+        self._record_transitions(self._last_status, status)
+        self._last_status = status
+        self._last_report = time.monotonic()
+
+    def _record_transitions(self, before: dict[str, Any], after: dict[str, Any]) -> None:
+        old = {c["type"]: c["status"] for c in before.get("conditions", [])}
+        for cond in after["conditions"]:
+            if old.get(cond["type"]) == cond["status"]:
+                continue
+            if cond["type"] == "Ready":
+                reason = "NodeReady" if cond["status"] == "True" else "NodeNotReady"
+            else:
+                reason = "Node" + cond["reason"].removeprefix("Kubelet")  # NodeHasSufficientMemory...
+            self.recorder.record(node_ref(self.node_name), NORMAL, reason,
+                                 f"Node {self.node_name} status is now: {reason}")

@@ -1,0 +1,104 @@
+"""The Node's status as the kubelet reports it: conditions with the kubelet's reasons and
+messages, capacity/allocatable, addresses and nodeInfo. Pure functions of what was observed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pykubelet.node.hostinfo import HostInfo
+from pykubelet.node.pressure import Pressure, Threshold
+
+KUBELET_PORT = 10250
+
+# type -> (reason when False, message when False, reason when True, message when True)
+_PRESSURE_WORDING = {
+    "MemoryPressure": ("KubeletHasSufficientMemory", "kubelet has sufficient memory available",
+                       "KubeletHasInsufficientMemory", "kubelet has insufficient memory available"),
+    "DiskPressure": ("KubeletHasNoDiskPressure", "kubelet has no disk pressure",
+                     "KubeletHasDiskPressure", "kubelet has disk pressure"),
+    "PIDPressure": ("KubeletHasSufficientPID", "kubelet has sufficient PID available",
+                    "KubeletHasInsufficientPID", "kubelet has insufficient PID available"),
+}
+
+
+@dataclass
+class NodeHealth:
+    """What keeps the node from being Ready, in the kubelet's words, and resource pressure."""
+
+    runtime_errors: list[str] = field(default_factory=list)
+    network_errors: list[str] = field(default_factory=list)
+    pressure: Pressure = field(default_factory=Pressure)
+
+    def ready(self) -> tuple[bool, str, str]:
+        """(ready, reason, message) of the Ready condition."""
+        errs = self.runtime_errors + self.network_errors
+        if not errs:
+            return True, "KubeletReady", "kubelet is posting ready status"
+        return False, "KubeletNotReady", errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]"
+
+
+def conditions(health: NodeHealth, previous: list[dict[str, Any]], now: str) -> list[dict[str, Any]]:
+    """The four node conditions; lastTransitionTime moves only when a status flips."""
+    before = {c["type"]: c for c in previous}
+    out = []
+    flags = {"MemoryPressure": health.pressure.memory, "DiskPressure": health.pressure.disk,
+             "PIDPressure": health.pressure.pid}
+    for kind, on in flags.items():
+        off_reason, off_message, on_reason, on_message = _PRESSURE_WORDING[kind]
+        out.append(_condition(kind, on, on_reason if on else off_reason, on_message if on else off_message,
+                              before.get(kind), now))
+    ready, reason, message = health.ready()
+    out.append(_condition("Ready", ready, reason, message, before.get("Ready"), now))
+    return out
+
+
+def _condition(kind: str, true: bool, reason: str, message: str, before: dict[str, Any] | None,
+               now: str) -> dict[str, Any]:
+    status = "True" if true else "False"
+    transition = before["lastTransitionTime"] if before and before.get("status") == status else now
+    return {"type": kind, "status": status, "reason": reason, "message": message,
+            "lastHeartbeatTime": now, "lastTransitionTime": transition}
+
+
+def _kibibytes(n: int) -> str:
+    return f"{max(n, 0) // 1024}Ki"
+
+
+def _reserved(threshold: Threshold | None, capacity: int) -> int:
+    if threshold is None:
+        return 0
+    return int(capacity * threshold.percent / 100) if threshold.percent else threshold.quantity
+
+
+def capacity_and_allocatable(info: HostInfo, max_pods: int,
+                             thresholds: dict[str, Threshold]) -> tuple[dict[str, str], dict[str, str]]:
+    """Allocatable is capacity less the hard eviction thresholds, as with the kubelet's defaults."""
+    capacity = {"cpu": str(info.cpus), "memory": _kibibytes(info.memory_bytes),
+                "ephemeral-storage": _kibibytes(info.ephemeral_storage_bytes), "pods": str(max_pods),
+                "hugepages-1Gi": "0", "hugepages-2Mi": "0"}
+    allocatable = dict(capacity)
+    allocatable["memory"] = _kibibytes(
+        info.memory_bytes - _reserved(thresholds.get("memory.available"), info.memory_bytes))
+    allocatable["ephemeral-storage"] = str(
+        info.ephemeral_storage_bytes - _reserved(thresholds.get("nodefs.available"), info.ephemeral_storage_bytes))
+    return capacity, allocatable
+
+
+def node_info(info: HostInfo, runtime_version: str, kubelet_version: str) -> dict[str, str]:
+    return {"machineID": info.machine_id, "systemUUID": info.system_uuid, "bootID": info.boot_id,
+            "kernelVersion": info.kernel_version, "osImage": info.os_image,
+            "containerRuntimeVersion": runtime_version, "kubeletVersion": kubelet_version,
+            "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": info.architecture}
+
+
+def addresses(node_ip: str, hostname: str) -> list[dict[str, str]]:
+    out = [{"type": "InternalIP", "address": node_ip}] if node_ip else []
+    return out + [{"type": "Hostname", "address": hostname}]
+
+
+def node_labels(node_name: str, arch: str, extra: dict[str, str]) -> dict[str, str]:
+    labels = {"kubernetes.io/hostname": node_name, "kubernetes.io/os": "linux", "kubernetes.io/arch": arch,
+              "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": arch}
+    labels.update(extra)
+    return labels

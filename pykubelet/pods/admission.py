@@ -1,0 +1,68 @@
+"""Kubelet-side admission: may this node run the pod next to the ones it already runs?
+
+The kubelet's checks and wording: resources first (pods, cpu, memory: OutOfpods, OutOfcpu,
+OutOfmemory with "Node didn't have enough resource: ..."), then the node name, then host
+ports (reason NodePorts). A rejected pod is Failed with "Pod was rejected: <message>".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from pykubelet.api.pod import Pod
+
+
+@dataclass(frozen=True)
+class Allocatable:
+    pods: int
+    cpu_millis: int
+    memory_bytes: int
+
+
+@dataclass(frozen=True)
+class Rejection:
+    reason: str
+    message: str
+
+
+def _requests(pod: Pod) -> tuple[int, int]:
+    return (sum(c.cpu_request_millis for c in pod.containers), sum(c.memory_request_bytes for c in pod.containers))
+
+
+def _host_ports(pod: Pod) -> set[tuple[str, str, int]]:
+    return {(p.host_ip or "0.0.0.0", p.protocol, p.host_port) for p in pod.host_port_mappings()}
+
+
+def _ports_conflict(wanted: set[tuple[str, str, int]], used: set[tuple[str, str, int]]) -> bool:
+    """Same port and protocol, on the same address or where either side binds every address."""
+    return any(port == used_port and protocol == used_protocol and (ip == used_ip or "0.0.0.0" in (ip, used_ip))
+               for ip, protocol, port in wanted for used_ip, used_protocol, used_port in used)
+
+
+def _insufficient(resource: str, requested: int, used: int, capacity: int) -> Rejection:
+    return Rejection(f"OutOf{resource}", f"Node didn't have enough resource: {resource}, requested: {requested}, "
+                                         f"used: {used}, capacity: {capacity}")
+
+
+def admit(pod: Pod, running: Iterable[Pod], node_name: str, allocatable: Allocatable) -> Rejection | None:
+    """None if the pod fits; else the first reason the kubelet would give."""
+    others = list(running)
+    if len(others) + 1 > allocatable.pods:
+        return _insufficient("pods", 1, len(others), allocatable.pods)
+    cpu, memory = _requests(pod)
+    used_cpu = sum(_requests(p)[0] for p in others)
+    used_memory = sum(_requests(p)[1] for p in others)
+    if cpu and used_cpu + cpu > allocatable.cpu_millis:
+        return _insufficient("cpu", cpu, used_cpu, allocatable.cpu_millis)
+    if memory and used_memory + memory > allocatable.memory_bytes:
+        return _insufficient("memory", memory, used_memory, allocatable.memory_bytes)
+    if pod.node_name and pod.node_name != node_name:
+        return Rejection("NodeName", "Predicate NodeName failed: node(s) didn't match the requested node name")
+    used_ports: set[tuple[str, str, int]] = set()
+    for other in others:
+        used_ports |= _host_ports(other)
+    if _ports_conflict(_host_ports(pod), used_ports):
+        return Rejection("NodePorts",
+                         "Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports")
+    return None
