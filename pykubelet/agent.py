@@ -18,7 +18,7 @@ from pykubelet.cri import errors
 from pykubelet.cri.client import CRIClient
 from pykubelet.kube.events import EventRecorder
 from pykubelet.node.hostinfo import read_host_info
-from pykubelet.node.status import capacity_and_allocatable
+from pykubelet.node.status import allocatable_memory_bytes
 from pykubelet.pleg.relist import RelistPLEG
 from pykubelet.pods.admission import Allocatable
 from pykubelet.pods.dispatcher import PodDispatcher
@@ -86,9 +86,8 @@ class Agent:
                      node=s.node_name, apiserver=kube.host if kube else "none (standalone)")
             node_ip = s.cluster.node_ip or await default_route_ip()
             host_info = read_host_info(s.root_dir)
-            _, allocatable = capacity_and_allocatable(host_info, s.pods.max_pods, s.cluster.eviction_hard)
             node_allocatable = Allocatable(pods=s.pods.max_pods, cpu_millis=host_info.cpus * 1000,
-                                           memory_bytes=int(allocatable["memory"].removesuffix("Ki")) * 1024)
+                                           memory_bytes=allocatable_memory_bytes(host_info, s.cluster.eviction_hard))
             recorder = EventRecorder(kube, s.node_name)
             statuses = StatusManager(kube)
             syncer = PodSyncer(cri, ImageManager(cri, Backoff()), Backoff(), s.pods.pod_logs_dir, recorder)

@@ -35,11 +35,18 @@ def parse_thresholds(values: dict[str, str]) -> dict[str, Threshold]:
         if signal not in SIGNALS:
             raise ValueError(f"unknown eviction signal {signal!r}; known: {', '.join(SIGNALS)}")
         text = str(value).strip()
+        if text in ("0%", "100%"):
+            continue  # the kubelet ignores these: the signal is off
         try:
             if text.endswith("%"):
-                out[signal] = Threshold(signal, percent=float(text[:-1]))
+                threshold = Threshold(signal, percent=float(text[:-1]))
             else:
-                out[signal] = Threshold(signal, quantity=parse_quantity(text))
+                threshold = Threshold(signal, quantity=parse_quantity(text))
         except ValueError:
             raise ValueError(f"{signal}: invalid threshold {value!r}; want a quantity (100Mi) or a percentage (10%)")
+        if not 0 <= threshold.percent <= 100:
+            raise ValueError(f"{signal}: invalid threshold {value!r}; a percentage must be between 0% and 100%")
+        if threshold.quantity < 0 or (not text.endswith("%") and threshold.quantity == 0):
+            raise ValueError(f"{signal}: invalid threshold {value!r}; must be positive")
+        out[signal] = threshold
     return out

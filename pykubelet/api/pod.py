@@ -6,6 +6,7 @@ the dataclasses are the typed view the rest of the agent reads.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -224,7 +225,7 @@ def _requests(r: _Reader, container: dict[str, Any], path: str) -> tuple[int, in
     return out[0], out[1]
 
 
-def _parse_container(r: _Reader, raw: Any, path: str) -> Container | None:
+def _parse_container(r: _Reader, raw: Any, path: str, host_network: bool = False) -> Container | None:
     obj = r.mapping(raw, path)
     if not obj:
         r.fail(path, "must be a container object")
@@ -241,6 +242,8 @@ def _parse_container(r: _Reader, raw: Any, path: str) -> Container | None:
             r.fail(f"{path}.env[{i}].name", f"Invalid value: {env_name!r}: must be a C identifier-like name")
         env.append(EnvVar(env_name, r.string(entry, "value", f"{path}.env[{i}]")))
     ports = [_parse_port(r, p, f"{path}.ports[{i}]") for i, p in enumerate(r.items(obj.get("ports"), f"{path}.ports"))]
+    if host_network:  # the API's defaulting: a host-network pod holds its container ports on the node
+        ports = [dataclasses.replace(p, host_port=p.host_port or p.container_port) if p else p for p in ports]
     requests = _requests(r, obj, path)
     return Container(
         name=name,
@@ -280,7 +283,8 @@ def parse_pod(raw: Any, where: str) -> Pod:
     raw_containers = r.items(spec.get("containers"), "spec.containers")
     if not raw_containers and "spec.containers" not in {e.path for e in r.errors}:
         r.fail("spec.containers", "Required value")
-    containers = [_parse_container(r, c, f"spec.containers[{i}]") for i, c in enumerate(raw_containers)]
+    host_network = r.boolean(spec, "hostNetwork", "spec")
+    containers = [_parse_container(r, c, f"spec.containers[{i}]", host_network) for i, c in enumerate(raw_containers)]
     seen: set[str] = set()
     for i, c in enumerate(containers):
         if c and c.name in seen:
@@ -295,7 +299,7 @@ def parse_pod(raw: Any, where: str) -> Pod:
         restart_policy=r.choice(spec, "restartPolicy", "spec", RESTART_POLICIES, "Always"),
         termination_grace_period_seconds=r.integer(
             spec, "terminationGracePeriodSeconds", "spec", DEFAULT_GRACE_SECONDS, 0, 2**31 - 1),
-        host_network=r.boolean(spec, "hostNetwork", "spec"),
+        host_network=host_network,
         node_name=r.string(spec, "nodeName", "spec"),
         labels=r.string_map(meta, "labels", "metadata"),
         annotations=r.string_map(meta, "annotations", "metadata"),

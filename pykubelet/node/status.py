@@ -32,7 +32,7 @@ class NodeHealth:
 
     def ready(self) -> tuple[bool, str, str]:
         """(ready, reason, message) of the Ready condition."""
-        errs = self.runtime_errors + self.network_errors
+        errs = list(dict.fromkeys(self.runtime_errors + self.network_errors))  # each cause once
         if not errs:
             return True, "KubeletReady", "kubelet is posting ready status"
         return False, "KubeletNotReady", errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]"
@@ -78,11 +78,14 @@ def capacity_and_allocatable(info: HostInfo, max_pods: int,
                 "ephemeral-storage": _kibibytes(info.ephemeral_storage_bytes), "pods": str(max_pods),
                 "hugepages-1Gi": "0", "hugepages-2Mi": "0"}
     allocatable = dict(capacity)
-    allocatable["memory"] = _kibibytes(
-        info.memory_bytes - _reserved(thresholds.get("memory.available"), info.memory_bytes))
-    allocatable["ephemeral-storage"] = str(
-        info.ephemeral_storage_bytes - _reserved(thresholds.get("nodefs.available"), info.ephemeral_storage_bytes))
+    allocatable["memory"] = _kibibytes(allocatable_memory_bytes(info, thresholds))
+    allocatable["ephemeral-storage"] = str(max(
+        info.ephemeral_storage_bytes - _reserved(thresholds.get("nodefs.available"), info.ephemeral_storage_bytes), 0))
     return capacity, allocatable
+
+
+def allocatable_memory_bytes(info: HostInfo, thresholds: dict[str, Threshold]) -> int:
+    return max(info.memory_bytes - _reserved(thresholds.get("memory.available"), info.memory_bytes), 0)
 
 
 def node_info(info: HostInfo, runtime_version: str, kubelet_version: str) -> dict[str, str]:
