@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup venv run test unit bench proto clean-pods
+.PHONY: setup venv run test unit bench proto cluster cluster-down
 
 setup: venv ## system packages, containerd (our config), CNI, local images, .venv
 	bash tests/bed/setup.sh
@@ -31,3 +31,9 @@ bench: setup ## pod startup: CRI floor vs pykubelet, printed as a table
 
 proto: venv ## regenerate the committed gRPC modules from proto/
 	$(PY) proto/generate.py .
+
+cluster: venv ## a real control plane on loopback (.cluster/admin.kubeconfig, .cluster/bin/kubectl)
+	bash tests/bed/cluster.sh up
+
+cluster-down: ## stop it (the PKI stays; add PURGE=1 to drop the etcd data too)
+	bash tests/bed/cluster.sh down $(if $(PURGE),--purge,)

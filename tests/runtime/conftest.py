@@ -117,14 +117,19 @@ def main_status(pod: dict[str, Any]) -> dict[str, Any]:
     return pod["status"]["containerStatuses"][0]
 
 
+def is_test_pod(name: str, namespace: str) -> bool:
+    """Static test pods end in -<node>; cluster tests put their pods in t-* namespaces."""
+    return name.endswith(f"-{NODE}") or namespace.startswith("t-")
+
+
 async def remove_test_pods(cri: CRIClient) -> None:
-    """Remove every sandbox and container the test node left behind (a failed test's leftovers)."""
+    """Remove every sandbox and container the tests left behind (a failed test's leftovers)."""
     for c in await cri.list_containers():
-        if c.labels.get(labels.POD_NAME, "").endswith(f"-{NODE}"):
+        if is_test_pod(c.labels.get(labels.POD_NAME, ""), c.labels.get(labels.POD_NAMESPACE, "")):
             await cri.stop_container(c.id, 0)
             await cri.remove_container(c.id)
     for s in await cri.list_pod_sandbox():
-        if s.metadata.name.endswith(f"-{NODE}"):
+        if is_test_pod(s.metadata.name, s.metadata.namespace):
             await cri.stop_pod_sandbox(s.id)
             await cri.remove_pod_sandbox(s.id)
 

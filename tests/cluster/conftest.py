@@ -1,0 +1,123 @@
+"""Cluster tests: pykubelet joins a real control plane (etcd, kube-apiserver, controller-manager,
+scheduler built from the Kubernetes Go modules) with a node identity, as a real node would."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import secrets
+import signal
+import subprocess
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.helpers import wait_for
+from tests.runtime.conftest import BUSYBOX, NODE, AgentProcess, cri  # noqa: F401  (cri: a fixture)
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+CLUSTER_SH = REPO / "tests" / "bed" / "cluster.sh"
+STATE = pathlib.Path(os.environ.get("PYKUBELET_CLUSTER_DIR", REPO / ".cluster"))
+ADMIN = STATE / "admin.kubeconfig"
+KUBECTL = STATE / "bin" / "kubectl"
+
+
+def cluster_sh(*args: str, timeout: float = 3600) -> None:
+    result = subprocess.run(["bash", str(CLUSTER_SH), *args], capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, f"cluster.sh {' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+
+
+def kubectl(*args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run([str(KUBECTL), "--kubeconfig", str(ADMIN), *args], input=stdin, capture_output=True,
+                            text=True, timeout=60)
+    if check:
+        assert result.returncode == 0, f"kubectl {' '.join(args)} failed: {result.stderr}"
+    return result
+
+
+def kubectl_json(*args: str) -> Any:
+    return json.loads(kubectl(*args, "-o", "json").stdout)
+
+
+def apply(obj: dict[str, Any] | list[dict[str, Any]]) -> None:
+    docs = obj if isinstance(obj, list) else [obj]
+    kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(docs))
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """The control plane, started once per test session (built first if the cache is empty)."""
+    cluster_sh("up")
+    yield ADMIN
+
+
+def node_object() -> dict[str, Any] | None:
+    result = kubectl("get", "node", NODE, "-o", "json", check=False)
+    return json.loads(result.stdout) if result.returncode == 0 else None
+
+
+def node_condition(node: dict[str, Any] | None, kind: str = "Ready") -> dict[str, Any]:
+    for cond in (node or {}).get("status", {}).get("conditions", []):
+        if cond["type"] == kind:
+            return cond
+    return {}
+
+
+@pytest.fixture
+def namespace(cluster):
+    """A fresh namespace for the test's API objects, deleted afterwards."""
+    name = f"t-{secrets.token_hex(3)}"
+    kubectl("create", "namespace", name)
+    # Pods need the namespace's default service account before the API admits them.
+    kubectl("wait", "--for=jsonpath={.metadata.name}=default", "serviceaccount/default", "-n", name,
+            "--timeout=60s")
+    yield name
+    kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture
+async def node_agent(cluster, cri, tmp_path: pathlib.Path):  # noqa: F811
+    """pykubelet joined to the cluster as node `pkltest`, with a node identity, until it is Ready."""
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    kubeconfig = tmp_path / "node.kubeconfig"
+    cluster_sh("node-kubeconfig", NODE, str(kubeconfig), timeout=60)
+    agent = AgentProcess(tmp_path, manifests)
+    agent.extra = ("--kubeconfig", str(kubeconfig), "--node-labels", "pykubelet.test/role=worker")
+    agent.start(*agent.extra)
+    await wait_for(lambda: node_condition(node_object()).get("status") == "True", 60, "node Ready",
+                   describe=agent.describe)
+    yield agent
+    if agent.proc and agent.proc.poll() is None:
+        try:
+            agent.stop(timeout=15)
+        except subprocess.TimeoutExpired:
+            agent.stop(signal.SIGKILL)
+
+
+def sleeper_deployment(namespace: str, replicas: int, name: str = "sleeper") -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"terminationGracePeriodSeconds": 2, "containers": [
+                    {"name": "main", "image": BUSYBOX, "command": ["sleep", "3600"]}]},
+            },
+        },
+    }
+
+
+def pods_in(namespace: str) -> list[dict[str, Any]]:
+    return kubectl_json("get", "pods", "-n", namespace)["items"]
+
+
+def running_pods(namespace: str, count: int) -> list[dict[str, Any]] | None:
+    pods = [p for p in pods_in(namespace) if p["status"].get("phase") == "Running"
+            and all(c.get("ready") for c in p["status"].get("containerStatuses", []))]
+    return pods if len(pods) == count else None
