@@ -109,7 +109,7 @@ pid_of() {
   [[ -f $f ]] || return 1
   pid=$(<"$f")
   local argv0
-  argv0=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n1) || return 1
+  argv0=$( { tr '\0' '\n' <"/proc/$pid/cmdline" | head -n1; } 2>/dev/null) || return 1
   [[ ${argv0##*/} == "$1" ]] && echo "$pid"
 }
 

@@ -66,13 +66,13 @@ def node_condition(node: dict[str, Any] | None, kind: str = "Ready") -> dict[str
 
 
 @pytest.fixture
-def namespace(cluster):
+async def namespace(cluster):
     """A fresh namespace for the test's API objects, deleted afterwards."""
     name = f"t-{secrets.token_hex(3)}"
     kubectl("create", "namespace", name)
     # Pods need the namespace's default service account before the API admits them.
-    kubectl("wait", "--for=jsonpath={.metadata.name}=default", "serviceaccount/default", "-n", name,
-            "--timeout=60s")
+    await wait_for(lambda: kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
+                   60, f"the default service account in {name}")
     yield name
     kubectl("delete", "namespace", name, "--wait=false", check=False)
 

@@ -41,10 +41,14 @@ async def test_lease_is_renewed_every_ten_seconds(node_agent):
         assert lease["metadata"]["ownerReferences"][0]["kind"] == "Node"
         return datetime.fromisoformat(lease["spec"]["renewTime"].replace("Z", "+00:00"))
 
-    first = renew_time()
-    second = await wait_for(lambda: (t := renew_time()) > first and t, 15, "the lease to be renewed",
-                            describe=node_agent.describe)
-    assert 5 <= (second - first).total_seconds() <= 15
+    async def next_renewal(after):
+        return await wait_for(lambda: (t := renew_time()) > after and t, 15, "the lease to be renewed",
+                              describe=node_agent.describe)
+
+    # The lease may still hold an earlier agent's renewal: time two renewals of this one.
+    first = await next_renewal(renew_time())
+    second = await next_renewal(first)
+    assert 8 <= (second - first).total_seconds() <= 12
 
 
 def _containerd_pid() -> int:

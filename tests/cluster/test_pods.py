@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
 import json
+import os
+import signal
 
 from pykubelet.runtime import labels
-from tests.cluster.conftest import (CLUSTER_SH, STATE, apply, kubectl, kubectl_json, pods_in, running_pods,
+from tests.cluster.conftest import (STATE, apply, cluster_sh, kubectl, kubectl_json, pods_in, running_pods,
                                     sleeper_deployment)
 from tests.helpers import wait_for
 from tests.runtime.conftest import NODE, pod_manifest, write_manifest
@@ -94,8 +95,10 @@ async def test_apiserver_restart_mid_run_restarts_no_container(node_agent, names
     ids = {p["status"]["containerStatuses"][0]["containerID"] for p in before}
 
     pid = int((STATE / "run" / "kube-apiserver.pid").read_text())
-    subprocess.run(["kill", str(pid)], check=True)
-    subprocess.run(["bash", str(CLUSTER_SH), "up"], check=True, capture_output=True, timeout=300)
+    # SIGKILL: a graceful stop would wait up to a minute for open watches to drain.
+    os.kill(pid, signal.SIGKILL)
+    await wait_for(lambda: not os.path.exists(f"/proc/{pid}"), 30, "the old apiserver to exit")
+    cluster_sh("up", timeout=300)
 
     kubectl("scale", "deployment/sleeper", "-n", namespace, "--replicas=3")
     after = await wait_for(lambda: running_pods(namespace, 3), 90, "a third pod Running after the restart",
