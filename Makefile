@@ -26,8 +26,9 @@ test: setup ## unit + runtime tests against the real containerd
 unit: venv ## only the tests that need no runtime
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-bench: setup ## pod startup: CRI floor vs pykubelet, printed as a table
+bench: setup ## pod startup: CRI floor vs pykubelet, then pykubelet vs the real kubelet on a cluster
 	$(PY) -m tests.bench.startup
+	$(PY) -m tests.bench.cluster_startup
 
 proto: venv ## regenerate the committed gRPC modules from proto/
 	$(PY) proto/generate.py .

@@ -46,7 +46,7 @@ class StatusManager:
                     cond["lastTransitionTime"] = before["lastTransitionTime"]
         self._pods[pod.uid] = pod
         self._statuses[pod.uid] = status
-        if self._sent.get(pod.uid) != status:
+        if self.kube is not None and self._sent.get(pod.uid) != status:
             self._dirty.add(pod.uid)
             self._wake.set()
 

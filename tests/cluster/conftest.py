@@ -7,7 +7,6 @@ import json
 import os
 import pathlib
 import secrets
-import signal
 import subprocess
 from typing import Any
 
@@ -48,9 +47,15 @@ def apply(obj: dict[str, Any] | list[dict[str, Any]]) -> None:
 
 @pytest.fixture(scope="session")
 def cluster():
-    """The control plane, started once per test session (built first if the cache is empty)."""
+    """The control plane, started once per test session (built first if the cache is empty).
+
+    A cluster that was already up (`make cluster`) is left running; one started here is stopped.
+    """
+    was_up = subprocess.run(["bash", str(CLUSTER_SH), "status"], capture_output=True).returncode == 0
     cluster_sh("up")
     yield ADMIN
+    if not was_up:
+        cluster_sh("down", timeout=120)
 
 
 def node_object() -> dict[str, Any] | None:
@@ -84,17 +89,12 @@ async def node_agent(cluster, cri, tmp_path: pathlib.Path):  # noqa: F811
     manifests.mkdir()
     kubeconfig = tmp_path / "node.kubeconfig"
     cluster_sh("node-kubeconfig", NODE, str(kubeconfig), timeout=60)
-    agent = AgentProcess(tmp_path, manifests)
-    agent.extra = ("--kubeconfig", str(kubeconfig), "--node-labels", "pykubelet.test/role=worker")
-    agent.start(*agent.extra)
+    agent = AgentProcess(tmp_path, manifests, "--kubeconfig", str(kubeconfig),
+                         "--node-labels", "pykubelet.test/role=worker").start()
     await wait_for(lambda: node_condition(node_object()).get("status") == "True", 60, "node Ready",
                    describe=agent.describe)
     yield agent
-    if agent.proc and agent.proc.poll() is None:
-        try:
-            agent.stop(timeout=15)
-        except subprocess.TimeoutExpired:
-            agent.stop(signal.SIGKILL)
+    agent.shutdown()
 
 
 def sleeper_deployment(namespace: str, replicas: int, name: str = "sleeper") -> dict[str, Any]:

@@ -80,6 +80,6 @@ async def test_stopped_agent_makes_the_node_unknown(node_agent):
     cond = await wait_for(lambda: (c := node_condition(node_object())).get("status") == "Unknown" and c, 90,
                           "Ready=Unknown from the node lifecycle controller", describe=node_agent.describe)
     assert cond["reason"] == "NodeStatusUnknown"
-    node_agent.start(*node_agent.extra)
+    node_agent.start()
     await wait_for(lambda: node_condition(node_object()).get("status") == "True", 60, "Ready after restart",
                    describe=node_agent.describe)

@@ -58,8 +58,9 @@ def write_manifest(directory: pathlib.Path, name: str, manifest: dict[str, Any] 
 class AgentProcess:
     """pykubelet run as a user runs it, in its own session so signals reach only it."""
 
-    def __init__(self, workdir: pathlib.Path, manifests: pathlib.Path):
+    def __init__(self, workdir: pathlib.Path, manifests: pathlib.Path, *extra: str):
         self.workdir = workdir
+        self.extra = extra  # flags every start of this agent gets
         self.manifests = manifests
         self.logs_dir = workdir / "logs"
         self.port = free_port()
@@ -76,7 +77,7 @@ class AgentProcess:
             [sys.executable, "-m", "pykubelet.cli", "--pod-manifest-path", str(self.manifests),
              "--root-dir", str(self.workdir / "root"), "--pod-logs-dir", str(self.logs_dir),
              "--hostname-override", NODE, "--healthz-port", str(self.port),
-             "--container-runtime-endpoint", ENDPOINT, *extra],
+             "--container-runtime-endpoint", ENDPOINT, *self.extra, *extra],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         return self
@@ -86,6 +87,14 @@ class AgentProcess:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
         return self.proc.wait(timeout=timeout)
+
+    def shutdown(self) -> None:
+        """Stop it if it still runs: SIGTERM, then SIGKILL if it hangs."""
+        if self.proc and self.proc.poll() is None:
+            try:
+                self.stop(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.stop(signal.SIGKILL)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -161,11 +170,7 @@ async def agent(cri, tmp_path: pathlib.Path, manifests: pathlib.Path):
     await wait_for(lambda: process.pods() is not None, 20, "the agent's /pods to answer",
                    describe=process.describe)
     yield process
-    if process.proc and process.proc.poll() is None:
-        try:
-            process.stop(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.stop(signal.SIGKILL)
+    process.shutdown()
     if os.environ.get("PYKUBELET_TEST_SHOW_LOG"):
         print(process.log())
 

@@ -1,0 +1,195 @@
+"""Pod startup on a real control plane: pykubelet vs the real kubelet, one after the other.
+
+    python -m tests.bench.cluster_startup [--pods 20] [--batch 30] [--exits 10]
+
+For each node agent, on the same containerd and control plane (the real scheduler places the
+pods on the only Ready node): (a) API create -> Running seen by a watch, pods one by one;
+(b) a batch created at once, each pod's latency from its own create; (c) a container killed
+(SIGKILL of its process) -> the pod's status change seen by the watch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import pathlib
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import yaml
+
+from pykubelet.cri.client import CRIClient
+from pykubelet.kube.client import KubeClient
+from pykubelet.runtime import labels
+from tests.bench.startup import machine, percentile
+from tests.cluster.conftest import ADMIN, STATE, cluster_sh, kubectl
+from tests.helpers import wait_for
+from tests.runtime.conftest import BUSYBOX, ENDPOINT, free_port, remove_test_pods
+
+BIN = pathlib.Path(os.environ.get("PYKUBELET_CACHE", "/var/cache/pykubelet")) / "k8s" / "v1.36.3" / "bin"
+
+
+def pod(name: str, namespace: str, command: str = "sleep 3600") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                     "automountServiceAccountToken": False,
+                     "containers": [{"name": "main", "image": BUSYBOX, "imagePullPolicy": "IfNotPresent",
+                                     "command": ["sh", "-c", command]}]}}
+
+
+class Watcher:
+    """Times when each pod is first seen Running, and first seen with a terminated container."""
+
+    def __init__(self, kube: KubeClient, namespace: str):
+        self.kube, self.namespace = kube, namespace
+        self.running_at: dict[str, float] = {}
+        self.terminated_at: dict[str, float] = {}
+
+    async def run(self) -> None:
+        async for event in self.kube.watch(f"/api/v1/namespaces/{self.namespace}/pods", {}, 1800):
+            obj, now = event["object"], time.perf_counter()
+            name = obj["metadata"]["name"]
+            status = obj.get("status", {})
+            if status.get("phase") == "Running":
+                self.running_at.setdefault(name, now)
+            if any("terminated" in c.get("state", {}) for c in status.get("containerStatuses", [])):
+                self.terminated_at.setdefault(name, now)
+
+
+class NodeAgent:
+    """One node agent process joined as node `name`."""
+
+    def __init__(self, kind: str, workdir: pathlib.Path):
+        self.kind, self.workdir = kind, workdir
+        self.node = f"bench-{kind}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        kubeconfig = self.workdir / "node.kubeconfig"
+        cluster_sh("node-kubeconfig", self.node, str(kubeconfig))
+        root = self.workdir / "root"
+        manifests = self.workdir / "manifests"
+        manifests.mkdir(parents=True, exist_ok=True)
+        if self.kind == "kubelet":
+            config = self.workdir / "kubelet.yaml"
+            config.write_text(yaml.safe_dump({
+                "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+                "cgroupDriver": "cgroupfs", "failSwapOn": False, "failCgroupV1": False,
+                "staticPodPath": str(manifests), "containerRuntimeEndpoint": ENDPOINT,
+                "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
+                                   "x509": {"clientCAFile": str(STATE / "pki" / "ca.crt")}},
+                "authorization": {"mode": "Webhook"}, "port": free_port(), "healthzPort": free_port(),
+                "readOnlyPort": 0}))
+            argv = [str(BIN / "kubelet"), "--config", str(config), "--kubeconfig", str(kubeconfig),
+                    "--root-dir", str(root), "--hostname-override", self.node]
+        else:
+            argv = [sys.executable, "-m", "pykubelet.cli", "--kubeconfig", str(kubeconfig),
+                    "--pod-manifest-path", str(manifests), "--root-dir", str(root),
+                    "--hostname-override", self.node, "--healthz-port", str(free_port())]
+        log = open(self.workdir / f"{self.kind}.log", "wb")
+        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        kubectl("delete", "node", self.node, "--wait=false", check=False)
+        root = self.workdir / "root"
+        subprocess.run(["umount", "-R", str(root)], capture_output=True)  # the real kubelet bind-mounts it
+
+
+async def measure(kind: str, kube: KubeClient, cri: CRIClient, args: argparse.Namespace,
+                  workdir: pathlib.Path) -> dict[str, list[float]]:
+    agent = NodeAgent(kind, workdir)
+    namespace = f"t-bench-{kind}"
+    kubectl("create", "namespace", namespace, check=False)
+    await wait_for(lambda: kubectl("get", "sa", "default", "-n", namespace, check=False).returncode == 0, 60,
+                   "the default service account")
+    agent.start()
+    watcher = Watcher(kube, namespace)
+    watch = asyncio.create_task(watcher.run())
+    results: dict[str, list[float]] = {"one by one": [], "batch": [], "exit -> status": []}
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    try:
+        def ready() -> bool:
+            node = json.loads(kubectl("get", "node", agent.node, "-o", "json", check=False).stdout or "{}")
+            conds = {c["type"]: c["status"] for c in node.get("status", {}).get("conditions", [])}
+            taints = node.get("spec", {}).get("taints") or []
+            return conds.get("Ready") == "True" and not taints
+        await wait_for(ready, 120, f"{agent.node} Ready without taints")
+        for i in range(args.pods):
+            start = time.perf_counter()
+            await kube.create(path, pod(f"one-{i}", namespace))
+            await wait_for(lambda: f"one-{i}" in watcher.running_at, 60, f"one-{i} Running", interval=0.005)
+            results["one by one"].append(watcher.running_at[f"one-{i}"] - start)
+        created: dict[str, float] = {}
+
+        async def create(i: int) -> None:
+            created[f"batch-{i}"] = time.perf_counter()
+            await kube.create(path, pod(f"batch-{i}", namespace))
+        await asyncio.gather(*(create(i) for i in range(args.batch)))
+        await wait_for(lambda: all(n in watcher.running_at for n in created), 180, "the batch Running",
+                       interval=0.01)
+        results["batch"] = [watcher.running_at[n] - t for n, t in created.items()]
+        for i in range(args.exits):
+            name = f"one-{i}"
+            (container,) = await cri.list_containers({labels.POD_NAME: name, labels.POD_NAMESPACE: namespace})
+            info = json.loads((await cri.container_status(container.id, verbose=True)).info["info"])
+            start = time.perf_counter()
+            os.kill(info["pid"], signal.SIGKILL)
+            await wait_for(lambda: name in watcher.terminated_at, 60, f"{name} terminated", interval=0.005)
+            results["exit -> status"].append(watcher.terminated_at[name] - start)
+    finally:
+        watch.cancel()
+        kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+        await wait_for(lambda: kubectl("get", "pods", "-n", namespace, "-o", "name", check=False).stdout == "",
+                       180, "the bench pods deleted")
+        agent.stop()
+        await remove_test_pods(cri)
+    return results
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pods", type=int, default=20)
+    parser.add_argument("--batch", type=int, default=30)
+    parser.add_argument("--exits", type=int, default=10)
+    args = parser.parse_args()
+    cluster_sh("up")
+    kube = await KubeClient.from_kubeconfig(str(ADMIN), qps=1000, burst=1000)
+    by_agent = {}
+    async with CRIClient(ENDPOINT) as cri:
+        await remove_test_pods(cri)
+        for kind in ("kubelet", "pykubelet"):
+            workdir = pathlib.Path(tempfile.mkdtemp(prefix=f"pykubelet-bench-{kind}-"))
+            try:
+                by_agent[kind] = await measure(kind, kube, cri, args, workdir)
+            finally:
+                shutil.rmtree(workdir, ignore_errors=True)
+    await kube.close()
+    print(f"\nPod startup on a real control plane (ms); {machine()}, Kubernetes v1.36.3")
+    print(f"{'':34} {'kubelet p50':>12} {'p99':>8} {'pykubelet p50':>14} {'p99':>8} {'p50 ratio':>10}")
+    for metric in by_agent["kubelet"]:
+        base, ours = by_agent["kubelet"][metric], by_agent["pykubelet"][metric]
+        label = {"one by one": f"create -> Running, {args.pods} one by one",
+                 "batch": f"create -> Running, batch of {args.batch}",
+                 "exit -> status": f"container killed -> status, {args.exits}"}[metric]
+        print(f"{label:34} {statistics.median(base) * 1e3:12.0f} {percentile(base, 0.99) * 1e3:8.0f} "
+              f"{statistics.median(ours) * 1e3:14.0f} {percentile(ours, 0.99) * 1e3:8.0f} "
+              f"{statistics.median(ours) / statistics.median(base):9.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
