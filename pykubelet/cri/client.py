@@ -38,6 +38,11 @@ class CRIClient:
         self._runtime = api_grpc.RuntimeServiceStub(self._channel)
         self._images = api_grpc.ImageServiceStub(self._image_channel)
 
+    @property
+    def channel(self) -> grpc.aio.Channel:
+        """The runtime socket's channel, for containerd's own services on it (events)."""
+        return self._channel
+
     async def close(self) -> None:
         await self._channel.close()
         if self._image_channel is not self._channel:

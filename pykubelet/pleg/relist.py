@@ -1,8 +1,8 @@
 """The pod lifecycle event generator: notices runtime changes and wakes the pod's worker.
 
-A relist every second compares every sandbox's and container's state with the last one (the
-kubelet's generic PLEG). It is the safety net; it is also what tells housekeeping which pods
-the runtime holds.
+A relist compares every sandbox's and container's state with the last one (the kubelet's
+generic PLEG): every second as a safety net, and at once when containerd pushes a task event
+(start, exit, OOM). The relist is also what tells housekeeping which pods the runtime holds.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Callable
 
 from pykubelet.cri import errors
 from pykubelet.cri.client import CRIClient
+from pykubelet.cri.task_events import task_events
 from pykubelet.runtime import labels
 from pykubelet.util.log import get_logger
 
@@ -30,6 +31,7 @@ class RelistPLEG:
         self.snapshot_time = 0.0  # when the listing behind runtime_uids was asked for
         self.relisted = asyncio.Event()
         self._snapshot: Snapshot = {}
+        self._kick = asyncio.Event()  # set by a pushed task event: relist now
 
     @property
     def runtime_uids(self) -> set[str]:
@@ -57,9 +59,33 @@ class RelistPLEG:
         self.relisted.set()
 
     async def run(self) -> None:
+        events = asyncio.create_task(self._follow_task_events(), name="pleg-task-events")
+        try:
+            while True:
+                self._kick.clear()
+                try:
+                    await self.relist()
+                except errors.CRIError as e:
+                    log.warning("PLEG relist failed", err=str(e))
+                try:
+                    await asyncio.wait_for(self._kick.wait(), self.period)
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            events.cancel()
+
+    async def _follow_task_events(self) -> None:
+        """Kick a relist on every containerd task event; reconnect with back-off if it breaks."""
+        delay = 1.0
         while True:
             try:
-                await self.relist()
+                async for _ in task_events(self.cri):
+                    self._kick.set()
+                    delay = 1.0
+            except errors.Unimplemented:
+                log.info("Runtime has no containerd event stream; relisting every period only")
+                return
             except errors.CRIError as e:
-                log.warning("PLEG relist failed", err=str(e))
-            await asyncio.sleep(self.period)
+                log.debug("containerd event stream broke; reconnecting", err=str(e), retryIn=delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 30.0)

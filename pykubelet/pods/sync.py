@@ -17,7 +17,7 @@ from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.kube.events import NORMAL, WARNING, EventRecorder, pod_ref
 from pykubelet.pods.actions import compute_pod_actions, is_terminal
 from pykubelet.runtime import gc, specs
-from pykubelet.runtime.images import ImageError, ImageManager
+from pykubelet.runtime.images import IMAGE_PULL_BACKOFF, ImageError, ImageManager
 from pykubelet.runtime.state import EXITED, ContainerState, PodRuntimeState
 from pykubelet.util.backoff import Backoff
 from pykubelet.util.durations import format_duration
@@ -130,7 +130,11 @@ class PodSyncer:
                 self._event(pod, name, WARNING, "BackOff", f"Back-off restarting failed container {name} in pod "
                                                            f"{pod.name}_{pod.namespace}({pod.uid})")
                 return False
-            self.restart_backoff.next(key, latest.finished_at)
+
+        def count_restart() -> None:
+            if latest is not None and latest.state == EXITED:
+                self.restart_backoff.next(_restart_key(pod, container), latest.finished_at)
+
         restart_count = latest.restart_count + 1 if latest else 0
         try:
             image_ref = await self.images.ensure(container, sandbox_config, pod.full_name,
@@ -139,7 +143,10 @@ class PodSyncer:
         except ImageError as e:
             self._event(pod, name, WARNING, "Failed", f"Error: {e.reason}")
             result.waiting[name] = (e.reason, e.message)
-            result.retry_after(max(self.images.backoff.delay(container.image), 1.0))
+            # Look again soon after a failure, so the status moves on to ImagePullBackOff as the
+            # kubelet's does; during the back-off, when it ends.
+            pending = self.images.backoff.remaining_since_update(container.image)
+            result.retry_after(pending if e.reason == IMAGE_PULL_BACKOFF else min(pending, 1.0) or 1.0)
             return False
         os.makedirs(os.path.join(sandbox_config.log_directory, name), mode=0o755, exist_ok=True)
         config = specs.container_config(pod, container, image_ref, restart_count)
@@ -149,20 +156,36 @@ class PodSyncer:
             log.error("Failed to create container", pod=pod.full_name, container=name, err=str(e))
             self._event(pod, name, WARNING, "Failed", f"Error: {e.details}")
             result.waiting[name] = (CREATE_CONTAINER_ERROR, e.details)
+            count_restart()
             result.retry_after(self.restart_backoff.delay(_restart_key(pod, container)) or 1.0)
             return False
         self._event(pod, name, NORMAL, "Created", f"Created container: {name}")
         try:
             await self.cri.start_container(container_id)
         except errors.CRIError as e:
+            if not await self._sandbox_ready(sandbox_id):
+                # The sandbox went away under us (being stopped): not the container's failure.
+                # Forget this attempt; the next sync replaces the sandbox and starts it there.
+                log.info("Sandbox stopped while starting a container; retrying in a new sandbox",
+                         pod=pod.full_name, container=name)
+                await self.cri.remove_container(container_id)
+                return True
             log.error("Failed to start container", pod=pod.full_name, container=name, err=str(e))
             self._event(pod, name, WARNING, "Failed", f"Error: {e.details}")
             result.waiting[name] = (RUN_CONTAINER_ERROR, e.details)
+            count_restart()
             return True
+        count_restart()
         self._event(pod, name, NORMAL, "Started", f"Started container {name}")
         log.info("Started container", pod=pod.full_name, container=name, id=container_id[:13],
                  restartCount=restart_count)
         return True
+
+    async def _sandbox_ready(self, sandbox_id: str) -> bool:
+        try:
+            return (await self.cri.pod_sandbox_status(sandbox_id)).status.state == api.SANDBOX_READY
+        except errors.NotFound:
+            return False
 
     async def _stop_container(self, pod: Pod | None, name: str, container_id: str, why: str, grace: int) -> None:
         log.info("Killing container", pod=pod.full_name if pod else "", container=name, id=container_id[:13],

@@ -50,6 +50,11 @@ class Backoff:
         entry = self._entries.get(key)
         return entry is not None and self.clock() - entry.last_update < entry.delay
 
+    def remaining_since_update(self, key: str) -> float:
+        """Seconds left of the back-off counted from the last failure recorded."""
+        entry = self._entries.get(key)
+        return max(0.0, entry.delay - (self.clock() - entry.last_update)) if entry else 0.0
+
     def remaining(self, key: str, event_time: float) -> float:
         """Seconds left before key may be retried, for scheduling the next wake-up."""
         entry = self._entries.get(key)

@@ -55,6 +55,8 @@ class Watcher:
 
     async def run(self) -> None:
         async for event in self.kube.watch(f"/api/v1/namespaces/{self.namespace}/pods", {}, 1800):
+            if event["type"] not in ("ADDED", "MODIFIED"):
+                continue  # bookmarks carry no pod
             obj, now = event["object"], time.perf_counter()
             name = obj["metadata"]["name"]
             status = obj.get("status", {})
@@ -176,7 +178,8 @@ async def main() -> int:
             try:
                 by_agent[kind] = await measure(kind, kube, cri, args, workdir)
             finally:
-                shutil.rmtree(workdir, ignore_errors=True)
+                if not os.environ.get("PYKUBELET_BENCH_KEEP"):
+                    shutil.rmtree(workdir, ignore_errors=True)
     await kube.close()
     print(f"\nPod startup on a real control plane (ms); {machine()}, Kubernetes v1.36.3")
     print(f"{'':34} {'kubelet p50':>12} {'p99':>8} {'pykubelet p50':>14} {'p99':>8} {'p50 ratio':>10}")
