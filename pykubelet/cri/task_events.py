@@ -1,4 +1,4 @@
-"""containerd's own event stream (not CRI): task start/exit/OOM pushed the moment they happen.
+"""containerd's own event stream (not CRI): task exits and OOM kills pushed the moment they happen.
 
 containerd 1.6 answers CRI GetContainerEvents with UNIMPLEMENTED, but its events service on
 the same socket streams every task event. The PLEG uses it to relist at once instead of on
@@ -15,8 +15,9 @@ from pykubelet.containerd import events_pb2, events_pb2_grpc
 from pykubelet.cri import errors
 from pykubelet.cri.client import CRIClient
 
-# The CRI plugin's namespace, and the task lifecycle topics (/tasks/start, /tasks/exit, /tasks/oom...).
-FILTERS = ('namespace=="k8s.io",topic~="^/tasks/"',)
+# In the CRI plugin's namespace, what the agent does not cause itself: exits and OOM kills.
+# (Starts are the agent's own doing; relisting on them would only compete with its next call.)
+FILTERS = ('namespace=="k8s.io",topic=="/tasks/exit"', 'namespace=="k8s.io",topic=="/tasks/oom"')
 
 
 async def task_events(cri: CRIClient) -> AsyncIterator[str]:

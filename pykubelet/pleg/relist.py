@@ -19,6 +19,9 @@ from pykubelet.util.log import get_logger
 
 log = get_logger(__name__)
 
+FOLLOW_UP_SECONDS = 0.05  # relists after a pushed event, until one shows the change
+FOLLOW_UPS = 4
+
 Snapshot = dict[str, frozenset[tuple[str, int]]]  # pod UID -> {(object id, state)}
 
 
@@ -60,6 +63,7 @@ class RelistPLEG:
 
     async def run(self) -> None:
         events = asyncio.create_task(self._follow_task_events(), name="pleg-task-events")
+        follow_ups = 0
         try:
             while True:
                 self._kick.clear()
@@ -68,9 +72,13 @@ class RelistPLEG:
                 except errors.CRIError as e:
                     log.warning("PLEG relist failed", err=str(e))
                 try:
-                    await asyncio.wait_for(self._kick.wait(), self.period)
+                    wait = FOLLOW_UP_SECONDS if follow_ups else self.period
+                    await asyncio.wait_for(self._kick.wait(), wait)
+                    # The CRI plugin records an exit a little after containerd announces it:
+                    # look again shortly after every event, not only at the next period.
+                    follow_ups = FOLLOW_UPS
                 except asyncio.TimeoutError:
-                    pass
+                    follow_ups = max(follow_ups - 1, 0)
         finally:
             events.cancel()
 
@@ -79,7 +87,8 @@ class RelistPLEG:
         delay = 1.0
         while True:
             try:
-                async for _ in task_events(self.cri):
+                async for topic in task_events(self.cri):
+                    log.debug("containerd task event; relisting", topic=topic)
                     self._kick.set()
                     delay = 1.0
             except errors.Unimplemented:

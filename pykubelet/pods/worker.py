@@ -55,6 +55,7 @@ class PodWorker:
         self.terminating = pod is None
         self.terminate_grace: int | None = None
         self.start_time = time.time()
+        self._waiting: dict[str, tuple[str, str]] = {}  # waiting reasons from the last sync
         self._wake = asyncio.Event()
         self._wake.set()
         self.task: asyncio.Task[None] | None = None
@@ -108,10 +109,14 @@ class PodWorker:
         pod, deps = self.pod, self.deps
         assert pod is not None
         state = await read_pod_state(deps.cri, self.uid)
+        # Report what just happened (an exit, say) before acting on it: stopping a finished
+        # pod's sandbox or restarting a container takes long enough for a user to notice.
+        deps.statuses.set(pod, pod_status(pod, state, self._waiting, deps.host_ip(), self.start_time))
         result = await deps.syncer.sync(pod, state)
+        self._waiting = result.waiting
         if result.changed:
             state = await read_pod_state(deps.cri, self.uid)
-        deps.statuses.set(pod, pod_status(pod, state, result.waiting, deps.host_ip(), self.start_time))
+            deps.statuses.set(pod, pod_status(pod, state, result.waiting, deps.host_ip(), self.start_time))
         await deps.syncer.prune(state)
         if pod.is_static and deps.mirrors is not None:
             try:
