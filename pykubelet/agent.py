@@ -24,7 +24,9 @@ from pykubelet.pods.admission import Allocatable
 from pykubelet.pods.dispatcher import PodDispatcher
 from pykubelet.pods.sync import PodSyncer
 from pykubelet.pods.worker import WorkerDeps
+from pykubelet.runtime.dns import ClusterDNS
 from pykubelet.runtime.images import ImageManager
+from pykubelet.runtime.specs import NodeFacts
 from pykubelet.server import local
 from pykubelet.sources.static_files import StaticPodSource
 from pykubelet.status.manager import StatusManager
@@ -90,7 +92,12 @@ class Agent:
                                            memory_bytes=allocatable_memory_bytes(host_info, s.cluster.eviction_hard))
             recorder = EventRecorder(kube, s.node_name)
             statuses = StatusManager(kube)
-            syncer = PodSyncer(cri, ImageManager(cri, Backoff()), Backoff(), s.pods.pod_logs_dir, recorder)
+            node_facts = NodeFacts(
+                node_name=s.node_name, host_ip=node_ip, memory_capacity=host_info.memory_bytes,
+                allocatable={"cpu": float(host_info.cpus), "memory": float(node_allocatable.memory_bytes)},
+                dns=ClusterDNS(tuple(s.cluster.cluster_dns), s.cluster.cluster_domain, s.cluster.resolv_conf))
+            syncer = PodSyncer(cri, ImageManager(cri, Backoff()), Backoff(), s.pods.pod_logs_dir, recorder,
+                               node_facts)
             deps = WorkerDeps(cri, syncer, statuses, recorder, lambda: node_ip, s.pods.sync_frequency)
             dispatcher = PodDispatcher(deps, statuses, s.node_name, lambda: node_allocatable)
             pleg = RelistPLEG(cri, dispatcher.wake)

@@ -91,6 +91,12 @@ class ClusterSettings:
     """kubeAPIBurst (default 100): requests allowed in a burst."""
     eviction_hard: dict[str, Threshold] = field(default_factory=lambda: parse_thresholds(DEFAULT_EVICTION_HARD))
     """evictionHard: signal -> threshold; crossing one reports a pressure condition."""
+    cluster_dns: list[str] = field(default_factory=list)
+    """clusterDNS / --cluster-dns: nameservers for ClusterFirst pods; empty: they get the host's."""
+    cluster_domain: str = "cluster.local"
+    """clusterDomain / --cluster-domain: the DNS domain ClusterFirst pods search."""
+    resolv_conf: str = "/etc/resolv.conf"
+    """resolvConf: the host resolver file that dnsPolicy Default copies."""
 
 
 @dataclass
@@ -171,6 +177,13 @@ def _labels(value: Any) -> dict[str, str]:
     return out
 
 
+def _ip_list(value: Any) -> list[str]:
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(i, str) and i.strip() for i in items):
+        raise ValueError(f"must be a list of IP addresses, got {value!r}")
+    return [i.strip() for i in items]
+
+
 def _text(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError(f"must be a string, got {value!r}")
@@ -197,6 +210,9 @@ _FIELDS: dict[str, tuple[Callable[[Any], Any], _Setter]] = {
     "kubeAPIQPS": (_positive_number, lambda s, v: setattr(s.cluster, "api_qps", v)),
     "kubeAPIBurst": (_positive_int, lambda s, v: setattr(s.cluster, "api_burst", v)),
     "evictionHard": (_thresholds, lambda s, v: setattr(s.cluster, "eviction_hard", v)),
+    "clusterDNS": (_ip_list, lambda s, v: setattr(s.cluster, "cluster_dns", v)),
+    "clusterDomain": (_text, lambda s, v: setattr(s.cluster, "cluster_domain", v)),
+    "resolvConf": (_text, lambda s, v: setattr(s.cluster, "resolv_conf", v)),
     # Flag-only settings share the table under their flag's name.
     "--kubeconfig": (_text, lambda s, v: setattr(s.cluster, "kubeconfig", v)),
     "--node-ip": (_text, lambda s, v: setattr(s.cluster, "node_ip", v)),
@@ -209,12 +225,12 @@ _PATH_FIELDS = ("staticPodPath",)
 # Real KubeletConfiguration fields that pykubelet reads but does not act on yet.
 UNIMPLEMENTED_FIELDS = frozenset({
     "address", "port", "readOnlyPort", "tlsCertFile", "tlsPrivateKeyFile", "authentication",
-    "authorization", "clusterDNS", "clusterDomain", "cgroupDriver", "cgroupRoot", "cgroupsPerQOS",
+    "authorization", "cgroupDriver", "cgroupRoot", "cgroupsPerQOS",
     "evictionSoft", "evictionPressureTransitionPeriod", "failSwapOn",
     "imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge",
     "serializeImagePulls", "maxParallelImagePulls",
     "registerWithTaints", "rotateCertificates", "serverTLSBootstrap",
-    "resolvConf", "hairpinMode", "podCIDR", "podPidsLimit", "protectKernelDefaults",
+    "hairpinMode", "podCIDR", "podPidsLimit", "protectKernelDefaults",
     "kubeReserved", "systemReserved", "enforceNodeAllocatable", "featureGates", "logging",
     "shutdownGracePeriod", "shutdownGracePeriodCriticalPods", "staticPodURL", "staticPodURLHeader",
     "containerLogMaxSize", "containerLogMaxFiles", "cpuManagerPolicy", "memoryManagerPolicy",
@@ -260,7 +276,7 @@ def load_config_file(path: str, settings: Settings) -> None:
 # Real kubelet flags pykubelet accepts but does not act on yet (a warning names each one used).
 UNIMPLEMENTED_FLAGS = (
     "bootstrap-kubeconfig", "register-with-taints", "cgroup-driver", "fail-swap-on", "pod-infra-container-image",
-    "cluster-dns", "cluster-domain", "cert-dir", "rotate-certificates", "provider-id",
+    "cert-dir", "rotate-certificates", "provider-id",
     "feature-gates", "runtime-cgroups", "kubelet-cgroups", "cloud-provider", "volume-plugin-dir",
 )
 
@@ -289,6 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--node-ip", help="the node's InternalIP (default: the default route's address)")
     p.add_argument("--node-labels", help="extra Node labels: key=value,key2=value2")
     p.add_argument("--register-node", help="create the Node object (true/false, default true)")
+    p.add_argument("--cluster-dns", help="comma-separated DNS server IPs for ClusterFirst pods")
+    p.add_argument("--cluster-domain", help="the cluster's DNS domain (default cluster.local)")
     for name in UNIMPLEMENTED_FLAGS:
         p.add_argument(f"--{name}", nargs="?", const="true", help=argparse.SUPPRESS)
     return p
@@ -306,6 +324,8 @@ _FLAG_TO_FIELD = {
     "healthz_bind_address": "healthzBindAddress",
     "healthz_port": "healthzPort",
     "register_node": "registerNode",
+    "cluster_dns": "clusterDNS",
+    "cluster_domain": "clusterDomain",
     "kubeconfig": "--kubeconfig",
     "node_ip": "--node-ip",
     "node_labels": "--node-labels",

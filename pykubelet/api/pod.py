@@ -40,6 +40,8 @@ class ContainerPort:
 class EnvVar:
     name: str
     value: str = ""
+    value_from: dict[str, Any] | None = field(default=None, compare=False)
+    """env[].valueFrom as written (fieldRef, resourceFieldRef, configMapKeyRef, secretKeyRef)."""
 
 
 @dataclass(frozen=True)
@@ -240,7 +242,11 @@ def _parse_container(r: _Reader, raw: Any, path: str, host_network: bool = False
         env_name = r.string(entry, "name", f"{path}.env[{i}]", required=True)
         if env_name and not _ENV_NAME.match(env_name):
             r.fail(f"{path}.env[{i}].name", f"Invalid value: {env_name!r}: must be a C identifier-like name")
-        env.append(EnvVar(env_name, r.string(entry, "value", f"{path}.env[{i}]")))
+        value_from = entry.get("valueFrom")
+        if value_from is not None and not isinstance(value_from, dict):
+            r.fail(f"{path}.env[{i}].valueFrom", "must be an object")
+            value_from = None
+        env.append(EnvVar(env_name, r.string(entry, "value", f"{path}.env[{i}]"), value_from))
     ports = [_parse_port(r, p, f"{path}.ports[{i}]") for i, p in enumerate(r.items(obj.get("ports"), f"{path}.ports"))]
     if host_network:  # the API's defaulting: a host-network pod holds its container ports on the node
         ports = [dataclasses.replace(p, host_port=p.host_port or p.container_port) if p else p for p in ports]

@@ -11,6 +11,7 @@ from typing import Any
 
 from pykubelet.api.pod import Pod
 from pykubelet.pods.actions import should_restart
+from pykubelet.runtime.resources import qos_class
 from pykubelet.runtime.state import EXITED, RUNNING, ContainerState, PodRuntimeState
 
 CONTAINER_CREATING = "ContainerCreating"
@@ -124,7 +125,7 @@ def pod_status(pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, s
         "hostIP": host_ip,
         "startTime": rfc3339(start_time),
         "containerStatuses": statuses,
-        "qosClass": "BestEffort",
+        "qosClass": qos_class(pod),
     }
     if host_ip:
         status["hostIPs"] = [{"ip": host_ip}]

@@ -16,7 +16,8 @@ from pykubelet.cri.client import CRIClient
 from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.kube.events import NORMAL, WARNING, EventRecorder, pod_ref
 from pykubelet.pods.actions import compute_pod_actions, is_terminal
-from pykubelet.runtime import gc, specs
+from pykubelet.runtime import gc, security, specs
+from pykubelet.runtime.env import ContainerConfigError
 from pykubelet.runtime.images import IMAGE_PULL_BACKOFF, ImageError, ImageManager
 from pykubelet.runtime.state import EXITED, ContainerState, PodRuntimeState
 from pykubelet.util.backoff import Backoff
@@ -27,6 +28,7 @@ log = get_logger(__name__)
 
 CRASH_LOOP_BACK_OFF = "CrashLoopBackOff"
 CREATE_CONTAINER_ERROR = "CreateContainerError"
+CREATE_CONTAINER_CONFIG_ERROR = "CreateContainerConfigError"
 RUN_CONTAINER_ERROR = "RunContainerError"
 CONTAINER_CREATING = "ContainerCreating"
 
@@ -51,8 +53,9 @@ def _restart_key(pod: Pod, container: Container) -> str:
 
 class PodSyncer:
     def __init__(self, cri: CRIClient, images: ImageManager, restart_backoff: Backoff, logs_root: str,
-                 recorder: EventRecorder):
+                 recorder: EventRecorder, node: specs.NodeFacts | None = None):
         self.cri = cri
+        self.node = node or specs.NodeFacts()
         self.recorder = recorder
         self.images = images
         self.restart_backoff = restart_backoff
@@ -84,8 +87,9 @@ class PodSyncer:
             return result
 
         attempt = actions.attempt
-        sandbox_config = specs.sandbox_config(pod, attempt, self.logs_root)
+        sandbox_config = specs.sandbox_config(pod, attempt, self.logs_root, self.node.dns)
         sandbox_id = actions.sandbox_id
+        pod_ip = state.sandboxes[0].ip if state.sandboxes and not actions.create_sandbox else ""
         if actions.create_sandbox:
             sandbox_key = f"{pod.uid}_sandbox"
             if self.sandbox_backoff.in_backoff_since_update(sandbox_key):
@@ -93,6 +97,7 @@ class PodSyncer:
                 return result
             try:
                 sandbox_id = await self._create_sandbox(pod, sandbox_config)
+                pod_ip = (await self.cri.pod_sandbox_status(sandbox_id)).status.network.ip
             except errors.CRIError as e:
                 self.sandbox_backoff.next(sandbox_key, self.sandbox_backoff.clock())
                 log.error("Failed to create pod sandbox", pod=pod.full_name, err=str(e))
@@ -106,7 +111,7 @@ class PodSyncer:
         by_name = {c.name: c for c in pod.containers}
         for name in actions.start:
             started = await self._start_container(pod, by_name[name], state.latest(name), sandbox_id,
-                                                  sandbox_config, result)
+                                                  sandbox_config, pod_ip, result)
             result.changed |= started
         return result
 
@@ -118,7 +123,8 @@ class PodSyncer:
         return sandbox_id
 
     async def _start_container(self, pod: Pod, container: Container, latest: ContainerState | None,
-                               sandbox_id: str, sandbox_config: api.PodSandboxConfig, result: SyncResult) -> bool:
+                               sandbox_id: str, sandbox_config: api.PodSandboxConfig, pod_ip: str,
+                               result: SyncResult) -> bool:
         name = container.name
         if latest is not None and latest.state == EXITED:
             key = _restart_key(pod, container)
@@ -149,7 +155,20 @@ class PodSyncer:
             result.retry_after(pending if e.reason == IMAGE_PULL_BACKOFF else min(pending, 1.0) or 1.0)
             return False
         os.makedirs(os.path.join(sandbox_config.log_directory, name), mode=0o755, exist_ok=True)
-        config = specs.container_config(pod, container, image_ref, restart_count)
+        try:
+            config = specs.container_config(pod, container, image_ref, restart_count, self.node, pod_ip)
+            if security.effective(pod, container).get("runAsNonRoot"):
+                image = await self.cri.image_status(image_ref)
+                username = image.username if image is not None else ""
+                # An image that names no user runs as root; a user name alone cannot be checked.
+                uid = image.uid.value if image is not None and image.HasField("uid") else (None if username else 0)
+                security.check_run_as_non_root(pod, container, uid, username)
+        except ContainerConfigError as e:
+            log.error("Container configuration is invalid", pod=pod.full_name, container=name, err=str(e))
+            self._event(pod, name, WARNING, "Failed", f"Error: {e}")
+            result.waiting[name] = (CREATE_CONTAINER_CONFIG_ERROR, str(e))
+            result.retry_after(self.restart_backoff.delay(_restart_key(pod, container)) or 10.0)
+            return False
         try:
             container_id = await self.cri.create_container(sandbox_id, config, sandbox_config)
         except errors.CRIError as e:

@@ -6,9 +6,27 @@ import hashlib
 import json
 import os
 
+from dataclasses import dataclass, field
+
 from pykubelet.api.pod import Container, Pod
 from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.runtime import labels
+from pykubelet.runtime.dns import ClusterDNS, dns_config
+from pykubelet.runtime.env import PodFacts, container_env, expand_command
+from pykubelet.runtime.resources import linux_resources
+from pykubelet.runtime.security import linux_security
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What container configs need to know about the node."""
+
+    node_name: str = ""
+    host_ip: str = ""
+    memory_capacity: int = 1
+    allocatable: dict[str, float] = field(default_factory=dict)
+    """cpu (cores) and memory (bytes): what resourceFieldRef reports for an unset limit."""
+    dns: ClusterDNS = field(default_factory=ClusterDNS)
 
 _PROTOCOLS = {"TCP": api.TCP, "UDP": api.UDP, "SCTP": api.SCTP}
 
@@ -37,7 +55,7 @@ def _namespace_options(pod: Pod) -> api.NamespaceOption:
     )
 
 
-def sandbox_config(pod: Pod, attempt: int, logs_root: str) -> api.PodSandboxConfig:
+def sandbox_config(pod: Pod, attempt: int, logs_root: str, dns: ClusterDNS | None = None) -> api.PodSandboxConfig:
     port_mappings = [
         api.PortMapping(protocol=_PROTOCOLS[p.protocol], container_port=p.container_port,
                         host_port=p.host_port, host_ip=p.host_ip)
@@ -49,6 +67,7 @@ def sandbox_config(pod: Pod, attempt: int, logs_root: str) -> api.PodSandboxConf
         hostname="" if pod.host_network else pod.name[:63].rstrip("-."),
         log_directory=pod_log_directory(logs_root, pod),
         port_mappings=port_mappings,
+        dns_config=dns_config(pod, dns or ClusterDNS()),
         labels=labels.pod_labels(pod),
         annotations=pod.annotations,
         linux=api.LinuxPodSandboxConfig(
@@ -57,20 +76,27 @@ def sandbox_config(pod: Pod, attempt: int, logs_root: str) -> api.PodSandboxConf
     )
 
 
-def container_config(pod: Pod, container: Container, image_ref: str, restart_count: int) -> api.ContainerConfig:
+def container_config(pod: Pod, container: Container, image_ref: str, restart_count: int,
+                     node: NodeFacts | None = None, pod_ip: str = "") -> api.ContainerConfig:
+    """The CreateContainer config; ContainerConfigError when the spec cannot be honoured."""
+    node = node or NodeFacts()
+    env = container_env(pod, container, PodFacts(node.node_name, node.host_ip, pod_ip), node.allocatable)
+    command, args = expand_command(container, env)
+    namespaces = _namespace_options(pod)
     return api.ContainerConfig(
         metadata=api.ContainerMetadata(name=container.name, attempt=restart_count),
         image=api.ImageSpec(image=image_ref, user_specified_image=container.image),
-        command=list(container.command),
-        args=list(container.args),
+        command=command,
+        args=args,
         working_dir=container.working_dir,
-        envs=[api.KeyValue(key=e.name, value=e.value.encode()) for e in container.env],
+        envs=[api.KeyValue(key=name, value=value.encode()) for name, value in env],
         labels=labels.container_labels(pod, container),
         annotations=labels.container_annotations(pod, container, container_hash(container), restart_count),
         log_path=container_log_path(container.name, restart_count),
         stdin=container.stdin,
         tty=container.tty,
         linux=api.LinuxContainerConfig(
-            security_context=api.LinuxContainerSecurityContext(namespace_options=_namespace_options(pod)),
+            resources=linux_resources(pod, container, node.memory_capacity),
+            security_context=linux_security(pod, container, namespaces),
         ),
     )

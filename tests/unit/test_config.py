@@ -136,7 +136,7 @@ def test_missing_config_file_is_a_config_error_naming_it(tmp_path):
 
 
 @pytest.mark.parametrize("line, field", [
-    ("clusterDNS: [10.96.0.10]", "clusterDNS"),   # a real kubelet field pykubelet does not act on
+    ("cgroupDriver: cgroupfs", "cgroupDriver"),   # a real kubelet field pykubelet does not act on
     ("cgroupDriver: systemd", "cgroupDriver"),
     ("fooBar: 1", "fooBar"),                     # not a kubelet field at all
 ])
@@ -164,7 +164,7 @@ def test_invalid_flag_raises_config_error_naming_the_flag(flag, value):
 @pytest.mark.parametrize("argv, flag", [
     (["--bootstrap-kubeconfig", "/etc/kubernetes/bootstrap-kubelet.conf"], "--bootstrap-kubeconfig"),
     (["--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf"], "--bootstrap-kubeconfig"),
-    (["--cluster-dns", "10.96.0.10"], "--cluster-dns"),
+    (["--cert-dir", "/var/lib/kubelet/pki"], "--cert-dir"),
     (["--fail-swap-on"], "--fail-swap-on"),  # a bare boolean flag
 ])
 def test_unimplemented_kubelet_flags_are_accepted_with_a_warning_naming_them(caplog, argv, flag):

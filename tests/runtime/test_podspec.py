@@ -1,0 +1,99 @@
+"""The PodSpec fields a real workload uses, on the real containerd: env, resources, QoS,
+securityContext, DNS."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+from tests.helpers import wait_for
+from tests.runtime.conftest import (AgentProcess, NODE, containers_of, main_status, phase, pod_manifest,
+                                    write_manifest)
+
+
+def log_lines(agent, name: str, pod) -> list[str]:
+    path = agent.logs_dir / f"default_{name}_{pod['metadata']['uid']}" / "main" / "0.log"
+    return [line.split(" ", 3)[3] for line in path.read_text().splitlines()] if path.exists() else []
+
+
+async def test_env_from_fields_and_resources_with_var_expansion(agent, manifests):
+    manifest = pod_manifest("envy", 'echo "name=$POD_NAME ns=$POD_NS node=$NODE ip=$POD_IP mem=$MEM greet=$GREETING"; '
+                                    'echo "args:$0"; sleep 3600', args=["$(GREETING)-arg"])
+    manifest["spec"]["containers"][0]["resources"] = {"limits": {"memory": "64Mi"}}
+    manifest["spec"]["containers"][0]["env"] = [
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "POD_NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "MEM", "valueFrom": {"resourceFieldRef": {"resource": "limits.memory", "divisor": "1Mi"}}},
+        {"name": "GREETING", "value": "hello-$(POD_NAME)"},
+    ]
+    write_manifest(manifests, "envy", manifest)
+    name = f"envy-{NODE}"
+    pod = await agent.wait_pod(name, lambda p: phase(p) == "Running", 30, "Running")
+    lines = await wait_for(lambda: len(log_lines(agent, name, pod)) >= 2 and log_lines(agent, name, pod), 10,
+                           "the env line in the log")
+    ip = pod["status"]["podIP"]
+    assert lines[0] == f"name={name} ns=default node={NODE} ip={ip} mem=64 greet=hello-{name}"
+    assert lines[1] == f"args:hello-{name}-arg"
+    assert pod["status"]["qosClass"] == "Burstable"
+
+
+async def test_memory_limit_is_in_the_cgroup_and_an_oom_kill_says_oomkilled(agent, cri, manifests):
+    manifest = pod_manifest("hog", "sleep 2; head -c 200m /dev/zero | tail > /dev/null", restart_policy="Never")
+    manifest["spec"]["containers"][0]["resources"] = {"limits": {"memory": "32Mi", "cpu": "500m"},
+                                                      "requests": {"memory": "32Mi", "cpu": "500m"}}
+    write_manifest(manifests, "hog", manifest)
+    name = f"hog-{NODE}"
+    pod = await agent.wait_pod(name, lambda p: phase(p) == "Running", 30, "Running")
+    assert pod["status"]["qosClass"] == "Guaranteed"
+    (container,) = await containers_of(cri, name)
+    info = json.loads((await cri.container_status(container.id, verbose=True)).info["info"])
+    cgroup = info["runtimeSpec"]["linux"]["cgroupsPath"].lstrip("/")
+    limit = pathlib.Path("/sys/fs/cgroup/memory") / cgroup / "memory.limit_in_bytes"
+    assert int(limit.read_text()) == 32 * 2**20
+    quota = pathlib.Path("/sys/fs/cgroup/cpu") / cgroup / "cpu.cfs_quota_us"
+    assert int(quota.read_text()) == 50000
+
+    pod = await agent.wait_pod(name, lambda p: phase(p) == "Failed", 30, "Failed after the OOM kill")
+    terminated = main_status(pod)["state"]["terminated"]
+    assert terminated["reason"] == "OOMKilled" and terminated["exitCode"] == 137
+
+
+async def test_run_as_non_root_on_a_root_image_is_a_create_container_config_error(agent, manifests):
+    manifest = pod_manifest("rooty", "sleep 3600")
+    manifest["spec"]["securityContext"] = {"runAsNonRoot": True}
+    write_manifest(manifests, "rooty", manifest)
+    pod = await agent.wait_pod(f"rooty-{NODE}", lambda p: "waiting" in main_status(p)["state"]
+                               and main_status(p)["state"]["waiting"]["reason"] == "CreateContainerConfigError",
+                               30, "waiting CreateContainerConfigError")
+    assert "runAsNonRoot and image will run as root" in main_status(pod)["state"]["waiting"]["message"]
+
+
+async def test_run_as_user_and_read_only_root_filesystem_apply(agent, manifests):
+    manifest = pod_manifest("nobody", "id -u; id -g; touch /x 2>/dev/null && echo writable || echo read-only; "
+                                      "sleep 3600")
+    manifest["spec"]["containers"][0]["securityContext"] = {"runAsUser": 65534, "runAsGroup": 65534,
+                                                            "readOnlyRootFilesystem": True}
+    write_manifest(manifests, "nobody", manifest)
+    name = f"nobody-{NODE}"
+    pod = await agent.wait_pod(name, lambda p: phase(p) == "Running", 30, "Running")
+    lines = await wait_for(lambda: len(log_lines(agent, name, pod)) >= 3 and log_lines(agent, name, pod), 10,
+                           "three lines of output")
+    assert lines[:3] == ["65534", "65534", "read-only"]
+
+
+async def test_cluster_first_dns_writes_the_cluster_resolver(cri, tmp_path, manifests):
+    write_manifest(manifests, "dns", pod_manifest("dns", "cat /etc/resolv.conf; sleep 3600"))
+    agent = AgentProcess(tmp_path, manifests, "--cluster-dns", "10.96.0.10", "--cluster-domain", "cluster.local")
+    agent.start()
+    try:
+        name = f"dns-{NODE}"
+        pod = await agent.wait_pod(name, lambda p: phase(p) == "Running", 30, "Running")
+        lines = await wait_for(lambda: any(line.startswith("options") for line in log_lines(agent, name, pod))
+                               and log_lines(agent, name, pod), 10, "resolv.conf in the log")
+        assert "nameserver 10.96.0.10" in lines
+        assert "search default.svc.cluster.local svc.cluster.local cluster.local" in " ".join(lines)
+        assert "options ndots:5" in lines
+    finally:
+        agent.shutdown()
