@@ -7,6 +7,7 @@ running under containerd, and the next agent adopts them from their CRI labels.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from typing import Awaitable
 
@@ -95,7 +96,8 @@ class Agent:
             node_facts = NodeFacts(
                 node_name=s.node_name, host_ip=node_ip, memory_capacity=host_info.memory_bytes,
                 allocatable={"cpu": float(host_info.cpus), "memory": float(node_allocatable.memory_bytes)},
-                dns=ClusterDNS(tuple(s.cluster.cluster_dns), s.cluster.cluster_domain, s.cluster.resolv_conf))
+                dns=ClusterDNS(tuple(s.cluster.cluster_dns), s.cluster.cluster_domain, s.cluster.resolv_conf),
+                seccomp_root=os.path.join(s.root_dir, "seccomp"))
             syncer = PodSyncer(cri, ImageManager(cri, Backoff()), Backoff(), s.pods.pod_logs_dir, recorder,
                                node_facts)
             deps = WorkerDeps(cri, syncer, statuses, recorder, lambda: node_ip, s.pods.sync_frequency)

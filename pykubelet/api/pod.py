@@ -58,7 +58,13 @@ class Container:
     ports: tuple[ContainerPort, ...] = ()
     tty: bool = False
     stdin: bool = False
+    restart_policy: str = ""
+    """Only on init containers: "Always" makes it a sidecar (started in order, kept running)."""
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def is_sidecar(self) -> bool:
+        return self.restart_policy == "Always"
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,8 @@ class Pod:
     namespace: str
     uid: str
     containers: tuple[Container, ...]
+    init_containers: tuple[Container, ...] = ()
+    """Run in order before the app containers; sidecars among them keep running."""
     restart_policy: str = "Always"
     termination_grace_period_seconds: int = DEFAULT_GRACE_SECONDS
     host_network: bool = False
@@ -227,7 +235,8 @@ def _requests(r: _Reader, container: dict[str, Any], path: str) -> tuple[int, in
     return out[0], out[1]
 
 
-def _parse_container(r: _Reader, raw: Any, path: str, host_network: bool = False) -> Container | None:
+def _parse_container(r: _Reader, raw: Any, path: str, host_network: bool = False,
+                     init: bool = False) -> Container | None:
     obj = r.mapping(raw, path)
     if not obj:
         r.fail(path, "must be a container object")
@@ -264,6 +273,7 @@ def _parse_container(r: _Reader, raw: Any, path: str, host_network: bool = False
         ports=tuple(p for p in ports if p),
         tty=r.boolean(obj, "tty", path),
         stdin=r.boolean(obj, "stdin", path),
+        restart_policy=r.choice(obj, "restartPolicy", path, ("Always",), "") if init else "",
         raw=obj,
     )
 
@@ -291,17 +301,21 @@ def parse_pod(raw: Any, where: str) -> Pod:
         r.fail("spec.containers", "Required value")
     host_network = r.boolean(spec, "hostNetwork", "spec")
     containers = [_parse_container(r, c, f"spec.containers[{i}]", host_network) for i, c in enumerate(raw_containers)]
+    init_containers = [_parse_container(r, c, f"spec.initContainers[{i}]", host_network, init=True)
+                       for i, c in enumerate(r.items(spec.get("initContainers"), "spec.initContainers"))]
     seen: set[str] = set()
-    for i, c in enumerate(containers):
-        if c and c.name in seen:
-            r.fail(f"spec.containers[{i}].name", f"Duplicate value: {c.name!r}")
-        if c:
-            seen.add(c.name)
+    for kind, group in (("initContainers", init_containers), ("containers", containers)):
+        for i, c in enumerate(group):
+            if c and c.name in seen:
+                r.fail(f"spec.{kind}[{i}].name", f"Duplicate value: {c.name!r}")
+            if c:
+                seen.add(c.name)
     pod = Pod(
         name=name,
         namespace=namespace,
         uid=r.string(meta, "uid", "metadata"),
         containers=tuple(c for c in containers if c),
+        init_containers=tuple(c for c in init_containers if c),
         restart_policy=r.choice(spec, "restartPolicy", "spec", RESTART_POLICIES, "Always"),
         termination_grace_period_seconds=r.integer(
             spec, "terminationGracePeriodSeconds", "spec", DEFAULT_GRACE_SECONDS, 0, 2**31 - 1),

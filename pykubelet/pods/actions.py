@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from pykubelet.api.pod import Container, Pod
 from pykubelet.runtime.specs import container_hash
-from pykubelet.runtime.state import CREATED, RUNNING, UNKNOWN, ContainerState, PodRuntimeState
+from pykubelet.runtime.state import CREATED, EXITED, RUNNING, UNKNOWN, ContainerState, PodRuntimeState
 
 
 @dataclass
@@ -66,18 +66,24 @@ def compute_pod_actions(pod: Pod, state: PodRuntimeState) -> PodActions:
         # A pod that must not restart keeps its dead sandbox once its containers have run.
         if pod.restart_policy == "Never" and sandbox is not None and state.containers:
             return PodActions(kill_pod=something_alive)
-        start = [c.name for c in pod.containers if _needs_start_in_new_sandbox(pod, c, state)]
+        if pod.init_containers:
+            start = [pod.init_containers[0].name]  # init containers run again in a new sandbox
+        else:
+            start = [c.name for c in pod.containers if _needs_start_in_new_sandbox(pod, c, state)]
         if not start and sandbox is not None:
             return PodActions(kill_pod=something_alive)  # OnFailure and everything succeeded
         # Replacing a sandbox always stops the old ones too, so their network is torn down.
         return PodActions(kill_pod=sandbox is not None, create_sandbox=True, attempt=attempt, start=start)
 
     actions = PodActions(sandbox_id=sandbox.id, attempt=sandbox.attempt)
-    wanted = {c.name for c in pod.containers}
-    for container in pod.containers:
+    wanted = {c.name for c in (*pod.init_containers, *pod.containers)}
+    if not _init_progress(pod, state, sandbox.id, actions):
+        _kill_unwanted(state, wanted, actions)
+        return actions
+    for container in (*(c for c in pod.init_containers if c.is_sidecar), *pod.containers):
         latest = state.latest(container.name)
         if not _is_running(latest):
-            if should_restart(latest, pod.restart_policy):
+            if should_restart(latest, "Always" if container.is_sidecar else pod.restart_policy):
                 actions.start.append(container.name)
         elif latest.hash != container_hash(container):
             actions.kill[latest.id] = "Container definition changed"
@@ -85,16 +91,65 @@ def compute_pod_actions(pod: Pod, state: PodRuntimeState) -> PodActions:
         elif latest.sandbox_id != sandbox.id:
             actions.kill[latest.id] = "Container runs in an old sandbox"
             actions.start.append(container.name)
+    _kill_unwanted(state, wanted, actions)
+    return actions
+
+
+def _kill_unwanted(state: PodRuntimeState, wanted: set[str], actions: PodActions) -> None:
     for c in state.running():
         if c.name not in wanted:
             actions.kill[c.id] = "Container is not in the pod spec"
-    return actions
+
+
+def _init_progress(pod: Pod, state: PodRuntimeState, sandbox_id: str, actions: PodActions) -> bool:
+    """Walk the init containers in order; True once all are done (sidecars: running).
+
+    Otherwise the next one to (re)start, if any, is added to `actions`.
+    """
+    for container in pod.init_containers:
+        latest = state.latest_in(container.name, sandbox_id)
+        if container.is_sidecar:
+            if not _is_running(latest):
+                actions.start.append(container.name)
+                return False
+            continue
+        if _is_running(latest):
+            return False  # still initializing
+        if latest is not None and latest.state == EXITED and latest.exit_code == 0:
+            continue
+        if latest is not None and latest.state == EXITED and pod.restart_policy == "Never":
+            return False  # failed for good: the pod is Failed
+        actions.start.append(container.name)
+        return False
+    return True
+
+
+def init_failed(pod: Pod, state: PodRuntimeState) -> bool:
+    """An init container failed and restartPolicy Never forbids another try."""
+    if pod.restart_policy != "Never" or not state.sandboxes:
+        return False
+    sandbox_id = state.sandboxes[0].id
+    for container in pod.init_containers:
+        latest = state.latest_in(container.name, sandbox_id)
+        if not container.is_sidecar and latest is not None and latest.state == EXITED and latest.exit_code != 0:
+            return True
+    return False
+
+
+def init_done(pod: Pod, state: PodRuntimeState) -> bool:
+    if not pod.init_containers:
+        return True
+    if not state.sandboxes:
+        return False
+    return _init_progress(pod, state, state.sandboxes[0].id, PodActions())
 
 
 def is_terminal(pod: Pod, state: PodRuntimeState) -> bool:
     """Every container ran and none will run again: the pod Succeeded or Failed for good."""
     if pod.restart_policy == "Always":
         return False
+    if init_failed(pod, state):
+        return True
     for container in pod.containers:
         latest = state.latest(container.name)
         if latest is None or _is_running(latest) or should_restart(latest, pod.restart_policy):

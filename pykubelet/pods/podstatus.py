@@ -10,11 +10,12 @@ from datetime import datetime, timezone
 from typing import Any
 
 from pykubelet.api.pod import Pod
-from pykubelet.pods.actions import should_restart
+from pykubelet.pods.actions import init_done, init_failed, should_restart
 from pykubelet.runtime.resources import qos_class
 from pykubelet.runtime.state import EXITED, RUNNING, ContainerState, PodRuntimeState
 
 CONTAINER_CREATING = "ContainerCreating"
+POD_INITIALIZING = "PodInitializing"
 CONTAINER_ID_SCHEME = "containerd://"
 
 
@@ -107,8 +108,27 @@ def _condition(kind: str, true: bool, now: str, reason: str = "") -> dict[str, A
 
 def pod_status(pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, str]],
                host_ip: str, start_time: float) -> dict[str, Any]:
-    statuses = [container_status(pod, c.name, c.image, state, waiting.get(c.name)) for c in pod.containers]
-    phase = pod_phase(pod, statuses)
+    initialized = init_done(pod, state)
+    # Until initialization is over, containers that have not run yet wait with PodInitializing.
+    def reason(name: str) -> tuple[str, str] | None:
+        if name in waiting:
+            return waiting[name]
+        return (POD_INITIALIZING, "") if not initialized and state.latest(name) is None else None
+
+    statuses = [container_status(pod, c.name, c.image, state, reason(c.name)) for c in pod.containers]
+    init_statuses = []
+    for c in pod.init_containers:
+        init_status = container_status(pod, c.name, c.image, state, reason(c.name))
+        terminated = init_status["state"].get("terminated")
+        if terminated and terminated["exitCode"] == 0:
+            init_status["ready"] = True  # a finished init container counts as ready, as the API reports it
+        init_statuses.append(init_status)
+    if init_failed(pod, state):
+        phase = "Failed"
+    elif not initialized:
+        phase = "Pending"
+    else:
+        phase = pod_phase(pod, statuses)
     sandbox = state.sandboxes[0] if state.sandboxes else None
     pod_ip = host_ip if pod.host_network else (sandbox.ip if sandbox and sandbox.ready else "")
     all_ready = all(s["ready"] for s in statuses)
@@ -117,7 +137,7 @@ def pod_status(pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, s
         "phase": phase,
         "conditions": [
             _condition("PodReadyToStartContainers", bool(sandbox and sandbox.ready), now),
-            _condition("Initialized", True, now),
+            _condition("Initialized", initialized, now, "ContainersNotInitialized"),
             _condition("Ready", all_ready and phase == "Running", now, "ContainersNotReady"),
             _condition("ContainersReady", all_ready, now, "ContainersNotReady"),
             _condition("PodScheduled", True, now),
@@ -127,6 +147,8 @@ def pod_status(pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, s
         "containerStatuses": statuses,
         "qosClass": qos_class(pod),
     }
+    if init_statuses:
+        status["initContainerStatuses"] = init_statuses
     if host_ip:
         status["hostIPs"] = [{"ip": host_ip}]
     if pod_ip:

@@ -108,7 +108,7 @@ class PodSyncer:
                 return result
             result.changed = True
 
-        by_name = {c.name: c for c in pod.containers}
+        by_name = {c.name: c for c in (*pod.init_containers, *pod.containers)}
         for name in actions.start:
             started = await self._start_container(pod, by_name[name], state.latest(name), sandbox_id,
                                                   sandbox_config, pod_ip, result)

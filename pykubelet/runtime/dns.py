@@ -63,10 +63,10 @@ def dns_config(pod: Pod, cluster: ClusterDNS) -> api.DNSConfig:
     elif policy in ("ClusterFirst", "ClusterFirstWithHostNet"):
         servers = list(cluster.servers)
         d = cluster.domain
-        searches = [f"{pod.namespace}.svc.{d}", f"svc.{d}", d, *host_searches]
+        searches = list(dict.fromkeys([f"{pod.namespace}.svc.{d}", f"svc.{d}", d, *host_searches]))
         options = ["ndots:5"]
     custom = spec.get("dnsConfig") or {}
-    servers += [s for s in custom.get("nameservers") or [] if s not in servers]
-    searches += [s for s in custom.get("searches") or [] if s not in searches]
+    servers = list(dict.fromkeys([*servers, *(custom.get("nameservers") or [])]))  # the kubelet's omitDuplicates
+    searches = list(dict.fromkeys([*searches, *(custom.get("searches") or [])]))
     options = _merge_options(options, custom.get("options") or [])
     return api.DNSConfig(servers=servers[:3], searches=searches[:MAX_SEARCHES], options=options)

@@ -3,13 +3,12 @@ resourceFieldRef, and $(VAR) expansion in env values, command and args."""
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from pykubelet.api.pod import Container, Pod
-from pykubelet.api.quantity import quantity
+from pykubelet.api.quantity import cpu_millis, quantity_bytes
 
 
 class ContainerConfigError(ValueError):
@@ -63,20 +62,24 @@ def _resource_ref(pod: Pod, container: Container, ref: dict[str, Any], allocatab
             raise ContainerConfigError(f"resourceFieldRef.containerName {ref['containerName']!r} is not in the pod")
     resource = ref.get("resource", "")
     kind, _, name = resource.partition(".")
-    values = (target.raw.get("resources") or {}).get(kind) or {}
-    raw = values.get(name)
+    spec = target.raw.get("resources") or {}
+    raw = (spec.get(kind) or {}).get(name)
+    if raw is None and kind == "requests":
+        raw = (spec.get("limits") or {}).get(name)  # the API defaults a missing request to the limit
     if raw is None and kind == "limits":
         raw = allocatable.get(name)  # no limit: the node's allocatable, as the kubelet reports
     if raw is None:
         raw = 0
-    try:
-        amount = quantity(raw)
-        divisor = quantity(ref.get("divisor", "1"))
-    except ValueError as e:
-        raise ContainerConfigError(f"resourceFieldRef {resource!r}: {e}") from None
     if name not in ("cpu", "memory", "ephemeral-storage") or kind not in ("limits", "requests"):
         raise ContainerConfigError(f"unsupported resourceFieldRef.resource {resource!r}")
-    return str(math.ceil(amount / divisor))
+    # The kubelet's integer arithmetic: cpu in millicores, the rest in bytes; divisor 0 means unset (1).
+    to_int = cpu_millis if name == "cpu" else quantity_bytes
+    try:
+        amount = to_int(raw)
+        divisor = to_int(ref.get("divisor") or "1") or to_int("1")
+    except ValueError as e:
+        raise ContainerConfigError(f"resourceFieldRef {resource!r}: {e}") from None
+    return str(-(-amount // divisor))
 
 
 def container_env(pod: Pod, container: Container, facts: PodFacts,

@@ -9,9 +9,10 @@ from pykubelet.api.quantity import cpu_millis, quantity_bytes
 from pykubelet.cri.v1 import api_pb2 as api
 
 GUARANTEED, BURSTABLE, BEST_EFFORT = "Guaranteed", "Burstable", "BestEffort"
-MIN_SHARES, SHARES_PER_CPU, QUOTA_PERIOD = 2, 1024, 100_000
+MIN_SHARES, MAX_SHARES, SHARES_PER_CPU, QUOTA_PERIOD = 2, 262_144, 1024, 100_000
 MIN_QUOTA = 1000
 GUARANTEED_OOM_SCORE_ADJ, BEST_EFFORT_OOM_SCORE_ADJ = -997, 1000
+SYSTEM_NODE_CRITICAL, SYSTEM_CRITICAL_PRIORITY = "system-node-critical", 2_000_000_000
 
 
 def _resources(container: Container) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -23,24 +24,41 @@ def _resources(container: Container) -> tuple[dict[str, Any], dict[str, Any]]:
     return requests, limits
 
 
+def _positive(values: dict[str, Any]) -> dict[str, int]:
+    """cpu (millicores) and memory (bytes) greater than zero: what ComputePodQOS counts."""
+    amounts = {"cpu": cpu_millis(values.get("cpu", 0)), "memory": quantity_bytes(values.get("memory", 0))}
+    return {name: amount for name, amount in amounts.items() if amount > 0}
+
+
 def qos_class(pod: Pod) -> str:
-    """Guaranteed: every container limits cpu and memory, requests equal to limits;
-    BestEffort: nobody asks for anything; Burstable: the rest."""
-    any_set = False
+    """Guaranteed: every container limits cpu and memory, the pod's requests equal its limits;
+    BestEffort: nobody asks for anything above zero; Burstable: the rest."""
+    requests: dict[str, int] = {}
+    limits: dict[str, int] = {}
     guaranteed = True
     for container in pod.containers:
-        requests, limits = _resources(container)
-        for name in ("cpu", "memory"):
-            if name in requests or name in limits:
-                any_set = True
-            if name not in limits or requests.get(name) != limits.get(name):
-                guaranteed = False
-    if not any_set:
+        container_requests, container_limits = (_positive(r) for r in _resources(container))
+        for total, amounts in ((requests, container_requests), (limits, container_limits)):
+            for name, amount in amounts.items():
+                total[name] = total.get(name, 0) + amount
+        if set(container_limits) != {"cpu", "memory"}:
+            guaranteed = False
+    if not requests and not limits:
         return BEST_EFFORT
-    return GUARANTEED if guaranteed else BURSTABLE
+    return GUARANTEED if guaranteed and requests == limits else BURSTABLE
+
+
+def _is_node_critical(pod: Pod) -> bool:
+    """types.IsNodeCriticalPod: a critical pod (static, mirror or system priority) of system-node-critical."""
+    spec = pod.raw.get("spec", {})
+    priority = spec.get("priority")
+    critical = pod.is_static or pod.is_mirror or (isinstance(priority, int) and priority >= SYSTEM_CRITICAL_PRIORITY)
+    return critical and spec.get("priorityClassName") == SYSTEM_NODE_CRITICAL
 
 
 def oom_score_adj(pod: Pod, container: Container, memory_capacity: int) -> int:
+    if _is_node_critical(pod):
+        return GUARANTEED_OOM_SCORE_ADJ
     qos = qos_class(pod)
     if qos == GUARANTEED:
         return GUARANTEED_OOM_SCORE_ADJ
@@ -48,16 +66,17 @@ def oom_score_adj(pod: Pod, container: Container, memory_capacity: int) -> int:
         return BEST_EFFORT_OOM_SCORE_ADJ
     request = quantity_bytes(_resources(container)[0].get("memory", 0))
     score = 1000 - (1000 * request) // max(memory_capacity, 1)
-    return int(min(max(score, 2), 999))  # never as protected as Guaranteed, never as exposed as BestEffort
+    # never as protected as Guaranteed (floor 1000 + -997 = 3), never as exposed as BestEffort
+    return int(min(max(score, 1000 + GUARANTEED_OOM_SCORE_ADJ), BEST_EFFORT_OOM_SCORE_ADJ - 1))
 
 
 def linux_resources(pod: Pod, container: Container, memory_capacity: int) -> api.LinuxContainerResources:
     requests, limits = _resources(container)
     cpu_request = cpu_millis(requests.get("cpu", 0))
-    shares = max(MIN_SHARES, cpu_request * SHARES_PER_CPU // 1000) if cpu_request else MIN_SHARES
+    shares = min(MAX_SHARES, max(MIN_SHARES, cpu_request * SHARES_PER_CPU // 1000)) if cpu_request else MIN_SHARES
     resources = api.LinuxContainerResources(cpu_shares=shares,
                                             oom_score_adj=oom_score_adj(pod, container, memory_capacity))
-    if "cpu" in limits:
+    if cpu_millis(limits.get("cpu", 0)):  # MilliCPUToQuota(0) is 0: no quota
         resources.cpu_period = QUOTA_PERIOD
         resources.cpu_quota = max(MIN_QUOTA, cpu_millis(limits["cpu"]) * QUOTA_PERIOD // 1000)
     if "memory" in limits:

@@ -3,11 +3,15 @@ the kubelet makes before creating a container (runAsNonRoot)."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from pykubelet.api.pod import Container, Pod
 from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.runtime.env import ContainerConfigError
+
+DEFAULT_SECCOMP_ROOT = "/var/lib/kubelet/seccomp"
+"""<root-dir>/seccomp: where Localhost seccomp profiles live (the kubelet's seccompProfileRoot)."""
 
 _SECCOMP = {"RuntimeDefault": api.SecurityProfile.RuntimeDefault,
             "Unconfined": api.SecurityProfile.Unconfined,
@@ -29,15 +33,21 @@ def check_run_as_non_root(pod: Pod, container: Container, image_uid: int | None,
     if not ctx.get("runAsNonRoot"):
         return
     who = f'(pod: "{pod.name}_{pod.namespace}({pod.uid})", container: {container.name})'
-    uid = ctx.get("runAsUser", image_uid)
-    if uid == 0:
+    if ctx.get("runAsUser") is not None:
+        if int(ctx["runAsUser"]) == 0:
+            raise ContainerConfigError(f"container's runAsUser breaks non-root policy {who}")
+        return
+    if image_uid is None and not image_user:
+        image_uid = 0  # an image that names no user runs as root (the kubelet's getImageUser)
+    if image_uid == 0:
         raise ContainerConfigError(f"container has runAsNonRoot and image will run as root {who}")
-    if uid is None:
+    if image_uid is None:
         raise ContainerConfigError(f"container has runAsNonRoot and image has non-numeric user ({image_user}), "
                                    f"cannot verify user is non-root {who}")
 
 
-def linux_security(pod: Pod, container: Container, namespaces: api.NamespaceOption) -> api.LinuxContainerSecurityContext:
+def linux_security(pod: Pod, container: Container, namespaces: api.NamespaceOption,
+                   seccomp_root: str = DEFAULT_SECCOMP_ROOT) -> api.LinuxContainerSecurityContext:
     ctx = effective(pod, container)
     out = api.LinuxContainerSecurityContext(namespace_options=namespaces,
                                             privileged=bool(ctx.get("privileged", False)),
@@ -58,5 +68,6 @@ def linux_security(pod: Pod, container: Container, namespaces: api.NamespaceOpti
     profile = (ctx.get("seccompProfile") or {}).get("type", "Unconfined")  # the kubelet's default
     out.seccomp.profile_type = _SECCOMP.get(profile, api.SecurityProfile.Unconfined)
     if profile == "Localhost":
-        out.seccomp.localhost_ref = (ctx.get("seccompProfile") or {}).get("localhostProfile", "")
+        profile_file = (ctx.get("seccompProfile") or {}).get("localhostProfile", "")
+        out.seccomp.localhost_ref = os.path.join(seccomp_root, profile_file)
     return out

@@ -27,6 +27,8 @@ class NodeFacts:
     allocatable: dict[str, float] = field(default_factory=dict)
     """cpu (cores) and memory (bytes): what resourceFieldRef reports for an unset limit."""
     dns: ClusterDNS = field(default_factory=ClusterDNS)
+    seccomp_root: str = "/var/lib/kubelet/seccomp"
+    """<root-dir>/seccomp: where Localhost seccomp profiles live."""
 
 _PROTOCOLS = {"TCP": api.TCP, "UDP": api.UDP, "SCTP": api.SCTP}
 
@@ -97,6 +99,6 @@ def container_config(pod: Pod, container: Container, image_ref: str, restart_cou
         tty=container.tty,
         linux=api.LinuxContainerConfig(
             resources=linux_resources(pod, container, node.memory_capacity),
-            security_context=linux_security(pod, container, namespaces),
+            security_context=linux_security(pod, container, namespaces, seccomp_root=node.seccomp_root),
         ),
     )

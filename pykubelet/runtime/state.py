@@ -60,6 +60,10 @@ class PodRuntimeState:
     def latest(self, container_name: str) -> ContainerState | None:
         return next((c for c in self.containers if c.name == container_name), None)
 
+    def latest_in(self, container_name: str, sandbox_id: str) -> ContainerState | None:
+        """The newest instance in one sandbox: init containers run again in a new sandbox."""
+        return next((c for c in self.containers if c.name == container_name and c.sandbox_id == sandbox_id), None)
+
     def previous(self, container_name: str) -> ContainerState | None:
         """The instance before the latest one: the source of lastState."""
         same = [c for c in self.containers if c.name == container_name]

@@ -97,3 +97,47 @@ async def test_cluster_first_dns_writes_the_cluster_resolver(cri, tmp_path, mani
         assert "options ndots:5" in lines
     finally:
         agent.shutdown()
+
+
+async def test_init_containers_run_in_order_before_the_app_and_a_sidecar_keeps_running(agent, cri, manifests):
+    manifest = pod_manifest("inits", "sleep 3600", restart_policy="OnFailure")
+    manifest["spec"]["initContainers"] = [
+        {"name": "first", "image": "docker.io/library/busybox:1.36", "command": ["sh", "-c", "echo first; sleep 1"]},
+        {"name": "helper", "image": "docker.io/library/busybox:1.36", "restartPolicy": "Always",
+         "command": ["sh", "-c", "echo sidecar-up; sleep 3600"]},
+        {"name": "flaky", "image": "docker.io/library/busybox:1.36",
+         "command": ["sh", "-c", "echo flaky; exit 1"]},
+    ]
+    write_manifest(manifests, "inits", manifest)
+    name = f"inits-{NODE}"
+
+    def init(pod, which):
+        return next(s for s in pod["status"].get("initContainerStatuses", []) if s["name"] == which)
+
+    pod = await agent.wait_pod(name, lambda p: init(p, "flaky")["restartCount"] >= 1, 40,
+                               "the failing init container retried")
+    assert pod["status"]["phase"] == "Pending"
+    assert {c["type"]: c["status"] for c in pod["status"]["conditions"]}["Initialized"] == "False"
+    assert init(pod, "first")["state"]["terminated"]["exitCode"] == 0
+    assert "running" in init(pod, "helper")["state"], "the sidecar stays up while a later init retries"
+    assert main_status(pod)["state"]["waiting"]["reason"] == "PodInitializing"
+    assert not [c for c in await containers_of(cri, name) if c.metadata.name == "main"]
+
+    fixed = json.loads(json.dumps(manifest))
+    fixed["spec"]["initContainers"][2]["command"] = ["sh", "-c", "echo fixed"]
+    write_manifest(manifests, "inits", fixed)  # a new pod (new UID): now every init succeeds
+    pod = await agent.wait_pod(name, lambda p: phase(p) == "Running" and init(p, "flaky")["restartCount"] == 0
+                               and "running" in main_status(p)["state"], 40, "initialized and Running")
+    assert {c["type"]: c["status"] for c in pod["status"]["conditions"]}["Initialized"] == "True"
+    assert "running" in init(pod, "helper")["state"]
+
+
+async def test_failed_init_container_with_restart_policy_never_fails_the_pod(agent, manifests):
+    manifest = pod_manifest("initfail", "sleep 3600", restart_policy="Never")
+    manifest["spec"]["initContainers"] = [
+        {"name": "setup", "image": "docker.io/library/busybox:1.36", "command": ["sh", "-c", "exit 7"]}]
+    write_manifest(manifests, "initfail", manifest)
+    pod = await agent.wait_pod(f"initfail-{NODE}", lambda p: phase(p) == "Failed", 30, "phase Failed")
+    (setup,) = pod["status"]["initContainerStatuses"]
+    assert setup["state"]["terminated"]["exitCode"] == 7
+    assert "running" not in main_status(pod)["state"]
