@@ -25,6 +25,7 @@ from pykubelet.pods.admission import Allocatable
 from pykubelet.pods.dispatcher import PodDispatcher
 from pykubelet.pods.sync import PodSyncer
 from pykubelet.pods.worker import WorkerDeps
+from pykubelet.probes.manager import ProbeManager
 from pykubelet.runtime.dns import ClusterDNS
 from pykubelet.runtime.images import ImageManager
 from pykubelet.runtime.specs import NodeFacts
@@ -102,6 +103,7 @@ class Agent:
                                node_facts)
             deps = WorkerDeps(cri, syncer, statuses, recorder, lambda: node_ip, s.pods.sync_frequency)
             dispatcher = PodDispatcher(deps, statuses, s.node_name, lambda: node_allocatable)
+            deps.probes = ProbeManager(cri, recorder, dispatcher.wake)
             pleg = RelistPLEG(cri, dispatcher.wake)
             sources_ready: list[asyncio.Event] = []
             if s.pods.static_pod_path:

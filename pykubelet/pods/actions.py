@@ -55,7 +55,9 @@ def _needs_start_in_new_sandbox(pod: Pod, container: Container, state: PodRuntim
                 and latest.state not in (RUNNING, UNKNOWN, CREATED) and latest.exit_code == 0)
 
 
-def compute_pod_actions(pod: Pod, state: PodRuntimeState) -> PodActions:
+def compute_pod_actions(pod: Pod, state: PodRuntimeState, unhealthy: dict[str, str] | None = None) -> PodActions:
+    """`unhealthy`: container ID -> why its liveness or startup probe gave up."""
+    unhealthy = unhealthy or {}
     sandbox = state.sandboxes[0] if state.sandboxes else None
     something_alive = bool(state.running()) or any(s.ready for s in state.sandboxes)
     # More than one ready sandbox (a retried RunPodSandbox that also succeeded): start over.
@@ -91,6 +93,10 @@ def compute_pod_actions(pod: Pod, state: PodRuntimeState) -> PodActions:
         elif latest.sandbox_id != sandbox.id:
             actions.kill[latest.id] = "Container runs in an old sandbox"
             actions.start.append(container.name)
+        elif latest.id in unhealthy:
+            actions.kill[latest.id] = unhealthy[latest.id]
+            if container.is_sidecar or pod.restart_policy != "Never":
+                actions.start.append(container.name)
     _kill_unwanted(state, wanted, actions)
     return actions
 

@@ -7,7 +7,7 @@ reasons from the last sync (CrashLoopBackOff, ErrImagePull...), phase, condition
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Callable
 
 from pykubelet.api.pod import Pod
 from pykubelet.pods.actions import init_done, init_failed, should_restart
@@ -42,8 +42,15 @@ def _state(c: ContainerState) -> dict[str, Any]:
     return {"waiting": {"reason": CONTAINER_CREATING}}
 
 
+ProbeView = Callable[[str], tuple[bool, bool]]  # container ID -> (started, ready) from its probes
+
+
+def _no_probes(_: str) -> tuple[bool, bool]:
+    return True, True
+
+
 def container_status(pod: Pod, name: str, image: str, state: PodRuntimeState,
-                     waiting: tuple[str, str] | None) -> dict[str, Any]:
+                     waiting: tuple[str, str] | None, probes: ProbeView = _no_probes) -> dict[str, Any]:
     latest = state.latest(name)
     status: dict[str, Any] = {"name": name, "image": image, "imageID": "", "ready": False,
                               "started": False, "restartCount": 0, "lastState": {}}
@@ -57,8 +64,8 @@ def container_status(pod: Pod, name: str, image: str, state: PodRuntimeState,
     if previous is not None and previous.state == EXITED:
         status["lastState"] = {"terminated": _terminated(previous)}
     if latest.state == RUNNING:
-        # Without readiness probes a running container is ready (probes come with their issue).
-        status["ready"] = status["started"] = True
+        started, ready = probes(latest.id)
+        status["started"], status["ready"] = started, started and ready
     elif waiting and should_restart(latest, pod.restart_policy):
         # It will run again: show why it waits, and keep what it exited with as lastState.
         if latest.state == EXITED:
@@ -107,7 +114,7 @@ def _condition(kind: str, true: bool, now: str, reason: str = "") -> dict[str, A
 
 
 def pod_status(pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, str]],
-               host_ip: str, start_time: float) -> dict[str, Any]:
+               host_ip: str, start_time: float, probes: ProbeView = _no_probes) -> dict[str, Any]:
     initialized = init_done(pod, state)
     # Until initialization is over, containers that have not run yet wait with PodInitializing.
     def reason(name: str) -> tuple[str, str] | None:
@@ -115,10 +122,10 @@ def pod_status(pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, s
             return waiting[name]
         return (POD_INITIALIZING, "") if not initialized and state.latest(name) is None else None
 
-    statuses = [container_status(pod, c.name, c.image, state, reason(c.name)) for c in pod.containers]
+    statuses = [container_status(pod, c.name, c.image, state, reason(c.name), probes) for c in pod.containers]
     init_statuses = []
     for c in pod.init_containers:
-        init_status = container_status(pod, c.name, c.image, state, reason(c.name))
+        init_status = container_status(pod, c.name, c.image, state, reason(c.name), probes)
         terminated = init_status["state"].get("terminated")
         if terminated and terminated["exitCode"] == 0:
             init_status["ready"] = True  # a finished init container counts as ready, as the API reports it

@@ -65,9 +65,10 @@ class PodSyncer:
     def _event(self, pod: Pod, container: str | None, kind: str, reason: str, message: str) -> None:
         self.recorder.record(pod_ref(pod.namespace, pod.name, pod.uid, container), kind, reason, message)
 
-    async def sync(self, pod: Pod, state: PodRuntimeState) -> SyncResult:
+    async def sync(self, pod: Pod, state: PodRuntimeState, unhealthy: dict[str, str] | None = None) -> SyncResult:
+        """`unhealthy`: container ID -> why its liveness or startup probe gave up (it is restarted)."""
         result = SyncResult()
-        actions = compute_pod_actions(pod, state)
+        actions = compute_pod_actions(pod, state, unhealthy)
         if actions.create_sandbox and state.sandboxes:
             self._event(pod, None, NORMAL, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
         if actions.kill_pod:

@@ -17,7 +17,8 @@ from pykubelet.cri.client import CRIClient
 from pykubelet.kube import errors as kube_errors
 from pykubelet.kube.events import EventRecorder, pod_ref
 from pykubelet.pods.mirror import MirrorPods
-from pykubelet.pods.podstatus import pod_status
+from pykubelet.pods.podstatus import ProbeView, pod_status
+from pykubelet.probes.manager import ProbeManager
 from pykubelet.pods.sync import PodSyncer
 from pykubelet.runtime.specs import pod_log_directory
 from pykubelet.runtime.state import read_pod_state
@@ -40,6 +41,7 @@ class WorkerDeps:
     host_ip: Callable[[], str]
     resync_seconds: float
     mirrors: MirrorPods | None = None
+    probes: ProbeManager | None = None
 
     @staticmethod
     def ref(pod: Pod, container: str | None = None) -> dict[str, str]:
@@ -109,14 +111,17 @@ class PodWorker:
         pod, deps = self.pod, self.deps
         assert pod is not None
         state = await read_pod_state(deps.cri, self.uid)
+        view = self._probe_view()
         # Report what just happened (an exit, say) before acting on it: stopping a finished
         # pod's sandbox or restarting a container takes long enough for a user to notice.
-        deps.statuses.set(pod, pod_status(pod, state, self._waiting, deps.host_ip(), self.start_time))
-        result = await deps.syncer.sync(pod, state)
+        deps.statuses.set(pod, pod_status(pod, state, self._waiting, deps.host_ip(), self.start_time, view))
+        unhealthy = deps.probes.unhealthy(self.uid) if deps.probes else {}
+        result = await deps.syncer.sync(pod, state, unhealthy)
         self._waiting = result.waiting
         if result.changed:
             state = await read_pod_state(deps.cri, self.uid)
-            deps.statuses.set(pod, pod_status(pod, state, result.waiting, deps.host_ip(), self.start_time))
+        self._track_probes(pod, state)
+        deps.statuses.set(pod, pod_status(pod, state, result.waiting, deps.host_ip(), self.start_time, view))
         await deps.syncer.prune(state)
         if pod.is_static and deps.mirrors is not None:
             try:
@@ -127,6 +132,28 @@ class PodWorker:
                 result.retry_after(ERROR_RETRY_MAX)
         resync = deps.resync_seconds
         return min(result.retry_in, resync) if result.retry_in is not None else resync
+
+    def _probe_view(self) -> ProbeView:
+        probes = self.deps.probes
+        if probes is None:
+            return lambda _: (True, True)
+
+        def view(container_id: str) -> tuple[bool, bool]:
+            result = probes.results(self.uid, container_id)
+            return result.started, result.ready
+        return view
+
+    def _track_probes(self, pod: Pod, state) -> None:
+        """Probe every running container of the current sandbox; stop probing the rest."""
+        probes = self.deps.probes
+        if probes is None:
+            return
+        sandbox = state.sandboxes[0] if state.sandboxes else None
+        specs = {c.name: c.raw for c in (*pod.init_containers, *pod.containers)}
+        running = {c.id: c for c in state.running() if sandbox and c.sandbox_id == sandbox.id and c.name in specs}
+        probes.retain(self.uid, set(running))
+        for c in running.values():
+            probes.track(pod, specs[c.name], c.id, sandbox.ip, c.started_at)
 
     async def _terminate(self) -> None:
         deps = self.deps
@@ -147,4 +174,6 @@ class PodWorker:
                 await deps.mirrors.remove(pod)
             except kube_errors.KubeError as e:
                 log.warning("Could not delete the mirror pod", pod=pod.full_name, err=str(e))
+        if deps.probes is not None:
+            deps.probes.retain(self.uid, set())
         deps.statuses.remove(self.uid)

@@ -132,7 +132,21 @@ def is_test_pod(name: str, namespace: str) -> bool:
 
 
 async def remove_test_pods(cri: CRIClient) -> None:
-    """Remove every sandbox and container the tests left behind (a failed test's leftovers)."""
+    """Remove every sandbox and container the tests left behind (a failed test's leftovers).
+
+    A container an agent was starting when it stopped stays "starting" in containerd for a
+    moment and cannot be removed yet: try again until a deadline.
+    """
+    async def removed() -> bool:
+        try:
+            await _remove_test_pods_once(cri)
+            return True
+        except errors.CRIError:
+            return False
+    await wait_for(removed, 30, "the tests' leftover pods to be removable", interval=0.5)
+
+
+async def _remove_test_pods_once(cri: CRIClient) -> None:
     for c in await cri.list_containers():
         if is_test_pod(c.labels.get(labels.POD_NAME, ""), c.labels.get(labels.POD_NAMESPACE, "")):
             await cri.stop_container(c.id, 0)

@@ -141,3 +141,35 @@ async def test_failed_init_container_with_restart_policy_never_fails_the_pod(age
     (setup,) = pod["status"]["initContainerStatuses"]
     assert setup["state"]["terminated"]["exitCode"] == 7
     assert "running" not in main_status(pod)["state"]
+
+
+async def test_http_liveness_probe_that_starts_failing_restarts_the_container(agent, manifests):
+    # httpd serves /healthz for 3 s, then the file goes away and the probe gets 404s.
+    manifest = pod_manifest("alive", "mkdir -p /www && echo ok > /www/healthz && (sleep 3; rm /www/healthz) & "
+                                     "exec httpd -f -p 8080 -h /www", grace=1)
+    manifest["spec"]["containers"][0]["ports"] = [{"name": "web", "containerPort": 8080}]
+    manifest["spec"]["containers"][0]["livenessProbe"] = {
+        "httpGet": {"path": "/healthz", "port": "web"}, "periodSeconds": 1, "failureThreshold": 2}
+    write_manifest(manifests, "alive", manifest)
+    name = f"alive-{NODE}"
+    pod = await agent.wait_pod(name, lambda p: phase(p) == "Running", 30, "Running")
+    assert main_status(pod)["ready"] and main_status(pod)["restartCount"] == 0
+    pod = await agent.wait_pod(name, lambda p: main_status(p)["restartCount"] >= 1, 30,
+                               "a restart after the liveness probe failed")
+    assert "terminated" in main_status(pod)["lastState"]
+    assert "Container failed liveness probe, will be restarted" in agent.log()
+
+
+async def test_exec_readiness_probe_gates_ready(agent, manifests):
+    manifest = pod_manifest("slowready", "sleep 3; touch /tmp/ready; sleep 3600")
+    manifest["spec"]["containers"][0]["readinessProbe"] = {
+        "exec": {"command": ["cat", "/tmp/ready"]}, "periodSeconds": 1}
+    write_manifest(manifests, "slowready", manifest)
+    name = f"slowready-{NODE}"
+
+    def conditions(p):
+        return {c["type"]: c["status"] for c in p["status"]["conditions"]}
+    pod = await agent.wait_pod(name, lambda p: phase(p) == "Running", 30, "Running")
+    assert not main_status(pod)["ready"] and conditions(pod)["Ready"] == "False"
+    pod = await agent.wait_pod(name, lambda p: main_status(p)["ready"], 20, "ready once /tmp/ready exists")
+    assert conditions(pod)["Ready"] == "True" and main_status(pod)["restartCount"] == 0
