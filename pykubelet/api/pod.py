@@ -110,6 +110,34 @@ class Pod:
         return [p for c in self.containers for p in c.ports if p.host_port]
 
 
+# Fields pykubelet acts on; the rest of a PodSpec is accepted and reported as not supported yet.
+SUPPORTED_POD_FIELDS = frozenset({
+    "containers", "initContainers", "restartPolicy", "terminationGracePeriodSeconds", "hostNetwork",
+    "nodeName", "dnsPolicy", "dnsConfig", "securityContext", "serviceAccountName", "serviceAccount",
+    "schedulerName", "tolerations", "priority", "priorityClassName", "enableServiceLinks", "preemptionPolicy",
+    "nodeSelector", "affinity", "automountServiceAccountToken", "terminationMessagePath",
+})
+SUPPORTED_CONTAINER_FIELDS = frozenset({
+    "name", "image", "imagePullPolicy", "command", "args", "env", "workingDir", "ports", "tty", "stdin",
+    "resources", "securityContext", "livenessProbe", "readinessProbe", "startupProbe", "restartPolicy",
+    "terminationMessagePath", "terminationMessagePolicy",
+})
+
+
+def unsupported_fields(pod: "Pod") -> list[str]:
+    """Paths of the set fields pykubelet does not act on yet (for a warning, not a rejection)."""
+    spec = pod.raw.get("spec") or {}
+    out = [f"spec.{key}" for key, value in spec.items() if value not in (None, [], {}, False)
+           and key not in SUPPORTED_POD_FIELDS]
+    for kind, containers in (("initContainers", pod.init_containers), ("containers", pod.containers)):
+        for i, container in enumerate(containers):
+            out += [f"spec.{kind}[{i}].{key}" for key, value in container.raw.items()
+                    if value not in (None, [], {}, False) and key not in SUPPORTED_CONTAINER_FIELDS]
+            out += [f"spec.{kind}[{i}].env[{j}].valueFrom" for j, var in enumerate(container.env)
+                    if var.value_from and not ({"fieldRef", "resourceFieldRef"} & var.value_from.keys())]
+    return out
+
+
 def default_pull_policy(image: str) -> str:
     """Always for :latest or untagged images, IfNotPresent otherwise (the API's defaulting)."""
     name, _, digest = image.rsplit("/", 1)[-1].partition("@")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Callable, Iterable
 
-from pykubelet.api.pod import Pod
+from pykubelet.api.pod import Pod, unsupported_fields
 from pykubelet.pods.admission import Allocatable, admit
 from pykubelet.pods.worker import PodWorker, WorkerDeps
 from pykubelet.status.manager import StatusManager
@@ -86,6 +86,11 @@ class PodDispatcher:
         running = [w.pod for w in self.workers.values() if w.pod is not None and not w.terminating]
         rejection = admit(pod, running, self.node_name, self.allocatable())
         if rejection is None:
+            ignored = unsupported_fields(pod)
+            if ignored:
+                message = f"Fields not supported by pykubelet yet, ignored: {', '.join(ignored)}"
+                log.warning("Pod uses fields pykubelet ignores", pod=pod.full_name, fields=",".join(ignored))
+                self.deps.recorder.record(self.deps.ref(pod), "Warning", "UnsupportedFields", message)
             return True
         message = f"Pod was rejected: {rejection.message}"
         log.warning("Pod rejected at admission", pod=pod.full_name, reason=rejection.reason, message=message)

@@ -234,3 +234,16 @@ def test_two_files_with_the_same_uid_run_one_pod_and_name_the_duplicate(tmp_path
         pods, _ = source.scan()
     assert [p.uid for p in pods] == ["fixed-uid"]
     assert any("fixed-uid" in m for m in error_logs_about(caplog, dup))
+
+
+def test_fields_not_supported_yet_are_named_for_a_warning():
+    from pykubelet.api.pod import unsupported_fields
+
+    pod = parse_pod({"metadata": {"name": "web"}, "spec": {
+        "volumes": [{"name": "data", "emptyDir": {}}], "hostNetwork": False,
+        "containers": [{"name": "app", "image": "busybox:1.36", "volumeMounts": [{"name": "data", "mountPath": "/d"}],
+                        "env": [{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}},
+                                {"name": "B", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                        "livenessProbe": {"exec": {"command": ["true"]}}}]}}, "web.yaml")
+    assert unsupported_fields(pod) == ["spec.volumes", "spec.containers[0].volumeMounts",
+                                       "spec.containers[0].env[0].valueFrom"]
