@@ -98,7 +98,7 @@ class Agent:
                 node_name=s.node_name, host_ip=node_ip, memory_capacity=host_info.memory_bytes,
                 allocatable={"cpu": float(host_info.cpus), "memory": float(node_allocatable.memory_bytes)},
                 dns=ClusterDNS(tuple(s.cluster.cluster_dns), s.cluster.cluster_domain, s.cluster.resolv_conf),
-                seccomp_root=os.path.join(s.root_dir, "seccomp"))
+                root_dir=s.root_dir, seccomp_root=os.path.join(s.root_dir, "seccomp"))
             syncer = PodSyncer(cri, ImageManager(cri, Backoff()), Backoff(), s.pods.pod_logs_dir, recorder,
                                node_facts)
             deps = WorkerDeps(cri, syncer, statuses, recorder, lambda: node_ip, s.pods.sync_frequency)

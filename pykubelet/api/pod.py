@@ -115,12 +115,13 @@ SUPPORTED_POD_FIELDS = frozenset({
     "containers", "initContainers", "restartPolicy", "terminationGracePeriodSeconds", "hostNetwork",
     "nodeName", "dnsPolicy", "dnsConfig", "securityContext", "serviceAccountName", "serviceAccount",
     "schedulerName", "tolerations", "priority", "priorityClassName", "enableServiceLinks", "preemptionPolicy",
-    "nodeSelector", "affinity", "automountServiceAccountToken", "terminationMessagePath",
+    "nodeSelector", "affinity", "automountServiceAccountToken", "terminationMessagePath", "volumes",
 })
+NODE_LOCAL_VOLUME_TYPES = ("emptyDir", "hostPath")
 SUPPORTED_CONTAINER_FIELDS = frozenset({
     "name", "image", "imagePullPolicy", "command", "args", "env", "workingDir", "ports", "tty", "stdin",
     "resources", "securityContext", "livenessProbe", "readinessProbe", "startupProbe", "restartPolicy",
-    "terminationMessagePath", "terminationMessagePolicy",
+    "terminationMessagePath", "terminationMessagePolicy", "volumeMounts",
 })
 
 
@@ -129,6 +130,9 @@ def unsupported_fields(pod: "Pod") -> list[str]:
     spec = pod.raw.get("spec") or {}
     out = [f"spec.{key}" for key, value in spec.items() if value not in (None, [], {}, False)
            and key not in SUPPORTED_POD_FIELDS]
+    for i, volume in enumerate(spec.get("volumes") or []):
+        kinds = [k for k in volume if k != "name"]
+        out += [f"spec.volumes[{i}].{k}" for k in kinds if k not in NODE_LOCAL_VOLUME_TYPES]
     for kind, containers in (("initContainers", pod.init_containers), ("containers", pod.containers)):
         for i, container in enumerate(containers):
             out += [f"spec.{kind}[{i}].{key}" for key, value in container.raw.items()

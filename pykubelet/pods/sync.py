@@ -21,6 +21,7 @@ from pykubelet.runtime.env import ContainerConfigError
 from pykubelet.runtime.images import IMAGE_PULL_BACKOFF, ImageError, ImageManager
 from pykubelet.runtime.state import EXITED, ContainerState, PodRuntimeState
 from pykubelet.util.backoff import Backoff
+from pykubelet.volumes import local as local_volumes
 from pykubelet.util.durations import format_duration
 from pykubelet.util.log import get_logger
 
@@ -157,7 +158,9 @@ class PodSyncer:
             return False
         os.makedirs(os.path.join(sandbox_config.log_directory, name), mode=0o755, exist_ok=True)
         try:
-            config = specs.container_config(pod, container, image_ref, restart_count, self.node, pod_ip)
+            volumes = await asyncio.to_thread(local_volumes.setup_volumes, self.node.root_dir, pod)
+            mounts = local_volumes.container_mounts(pod, container, volumes)
+            config = specs.container_config(pod, container, image_ref, restart_count, self.node, pod_ip, mounts)
             if security.effective(pod, container).get("runAsNonRoot"):
                 image = await self.cri.image_status(image_ref)
                 username = image.username if image is not None else ""
@@ -254,6 +257,7 @@ class PodSyncer:
             await self.cri.remove_pod_sandbox(s.id)
         if log_directory:
             shutil.rmtree(log_directory, ignore_errors=True)
+        await asyncio.to_thread(local_volumes.teardown_volumes, self.node.root_dir, uid)
         self.restart_backoff.forget(uid)
         self.sandbox_backoff.forget(uid)
         log.info("Pod terminated and cleaned up", pod=pod_name, uid=uid)

@@ -27,6 +27,8 @@ class NodeFacts:
     allocatable: dict[str, float] = field(default_factory=dict)
     """cpu (cores) and memory (bytes): what resourceFieldRef reports for an unset limit."""
     dns: ClusterDNS = field(default_factory=ClusterDNS)
+    root_dir: str = "/var/lib/kubelet"
+    """--root-dir: per-pod directories (volumes) live under <root-dir>/pods/<uid>."""
     seccomp_root: str = "/var/lib/kubelet/seccomp"
     """<root-dir>/seccomp: where Localhost seccomp profiles live."""
 
@@ -79,7 +81,8 @@ def sandbox_config(pod: Pod, attempt: int, logs_root: str, dns: ClusterDNS | Non
 
 
 def container_config(pod: Pod, container: Container, image_ref: str, restart_count: int,
-                     node: NodeFacts | None = None, pod_ip: str = "") -> api.ContainerConfig:
+                     node: NodeFacts | None = None, pod_ip: str = "",
+                     mounts: list[api.Mount] | None = None) -> api.ContainerConfig:
     """The CreateContainer config; ContainerConfigError when the spec cannot be honoured."""
     node = node or NodeFacts()
     env = container_env(pod, container, PodFacts(node.node_name, node.host_ip, pod_ip), node.allocatable)
@@ -92,6 +95,7 @@ def container_config(pod: Pod, container: Container, image_ref: str, restart_cou
         args=args,
         working_dir=container.working_dir,
         envs=[api.KeyValue(key=name, value=value.encode()) for name, value in env],
+        mounts=mounts or [],
         labels=labels.container_labels(pod, container),
         annotations=labels.container_annotations(pod, container, container_hash(container), restart_count),
         log_path=container_log_path(container.name, restart_count),

@@ -173,3 +173,35 @@ async def test_exec_readiness_probe_gates_ready(agent, manifests):
     assert not main_status(pod)["ready"] and conditions(pod)["Ready"] == "False"
     pod = await agent.wait_pod(name, lambda p: main_status(p)["ready"], 20, "ready once /tmp/ready exists")
     assert conditions(pod)["Ready"] == "True" and main_status(pod)["restartCount"] == 0
+
+
+async def test_empty_dir_is_shared_by_init_and_app_containers_and_removed_with_the_pod(agent, manifests, tmp_path):
+    host_dir = tmp_path / "host-data"
+    host_dir.mkdir()
+    (host_dir / "motd").write_text("from-the-host\n")
+    manifest = pod_manifest("vols", "cat /work/note /host/motd /scratch/t; sleep 3600", grace=1)
+    manifest["spec"]["volumes"] = [
+        {"name": "work", "emptyDir": {}},
+        {"name": "scratch", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}},
+        {"name": "host", "hostPath": {"path": str(host_dir), "type": "Directory"}},
+    ]
+    manifest["spec"]["initContainers"] = [{
+        "name": "prepare", "image": "docker.io/library/busybox:1.36",
+        "command": ["sh", "-c", "echo prepared-by-init > /work/note; echo in-tmpfs > /scratch/t"],
+        "volumeMounts": [{"name": "work", "mountPath": "/work"}, {"name": "scratch", "mountPath": "/scratch"}]}]
+    manifest["spec"]["containers"][0]["volumeMounts"] = [
+        {"name": "work", "mountPath": "/work"}, {"name": "scratch", "mountPath": "/scratch"},
+        {"name": "host", "mountPath": "/host", "readOnly": True}]
+    path = write_manifest(manifests, "vols", manifest)
+    name = f"vols-{NODE}"
+    pod = await agent.wait_pod(name, lambda p: phase(p) == "Running", 30, "Running")
+    lines = await wait_for(lambda: len(log_lines(agent, name, pod)) >= 3 and log_lines(agent, name, pod), 10,
+                           "the volume contents in the log")
+    assert lines[:3] == ["prepared-by-init", "from-the-host", "in-tmpfs"]
+    pod_dir = agent.workdir / "root" / "pods" / pod["metadata"]["uid"]
+    scratch = pod_dir / "volumes" / "kubernetes.io~empty-dir" / "scratch"
+    assert scratch.is_mount()
+
+    path.unlink()
+    await wait_for(lambda: not pod_dir.exists(), 20, "the pod's volume directory removed", describe=agent.describe)
+    assert (host_dir / "motd").read_text() == "from-the-host\n", "hostPath data must survive the pod"

@@ -1,0 +1,128 @@
+"""Node-local volumes: emptyDir (disk, or tmpfs for medium Memory) and hostPath (with its type
+checks), laid out as the kubelet lays them out and torn down with the pod.
+
+    <root-dir>/pods/<uid>/volumes/kubernetes.io~empty-dir/<name>
+
+Volume types that need the apiserver (configMap, secret, projected...) come with their issue.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+from typing import Any
+
+from pykubelet.api.pod import Container, Pod
+from pykubelet.api.quantity import quantity_bytes
+from pykubelet.cri.v1 import api_pb2 as api
+from pykubelet.runtime.env import ContainerConfigError
+
+SUPPORTED_VOLUME_TYPES = ("emptyDir", "hostPath")
+
+_HOST_PATH_CHECKS = {
+    "Directory": (stat.S_ISDIR, "a directory"),
+    "File": (stat.S_ISREG, "a file"),
+    "Socket": (stat.S_ISSOCK, "a socket"),
+    "CharDevice": (stat.S_ISCHR, "a character device"),
+    "BlockDevice": (stat.S_ISBLK, "a block device"),
+}
+
+
+def pod_dir(root_dir: str, uid: str) -> str:
+    return os.path.join(root_dir, "pods", uid)
+
+
+def volume_type(volume: dict[str, Any]) -> str:
+    return next((k for k in volume if k != "name"), "")
+
+
+def _mounted(path: str) -> bool:
+    return os.path.ismount(path)
+
+
+def _empty_dir(root_dir: str, pod: Pod, name: str, source: dict[str, Any]) -> str:
+    path = os.path.join(pod_dir(root_dir, pod.uid), "volumes", "kubernetes.io~empty-dir", name)
+    os.makedirs(path, exist_ok=True)
+    if (source or {}).get("medium") == "Memory" and not _mounted(path):
+        options = "mode=0777"
+        if source.get("sizeLimit"):
+            options += f",size={quantity_bytes(source['sizeLimit'])}"
+        subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", path], check=True, capture_output=True)
+    os.chmod(path, 0o777)  # the kubelet's emptyDir is world-writable, so any runAsUser can use it
+    return path
+
+
+def _host_path(name: str, source: dict[str, Any]) -> str:
+    path = source.get("path") or ""
+    kind = source.get("type") or ""
+    if not os.path.isabs(path):
+        raise ContainerConfigError(f"volume {name}: hostPath.path must be absolute, got {path!r}")
+    if kind == "DirectoryOrCreate":
+        os.makedirs(path, mode=0o755, exist_ok=True)
+    elif kind == "FileOrCreate":
+        os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+        open(path, "a").close()
+    elif kind in _HOST_PATH_CHECKS:
+        check, what = _HOST_PATH_CHECKS[kind]
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            raise ContainerConfigError(f"volume {name}: hostPath type check failed: {path} does not exist") from None
+        if not check(mode):
+            raise ContainerConfigError(f"volume {name}: hostPath type check failed: {path} is not {what}")
+    elif kind:
+        raise ContainerConfigError(f"volume {name}: unknown hostPath type {kind!r}")
+    return path
+
+
+def setup_volumes(root_dir: str, pod: Pod) -> dict[str, str]:
+    """Volume name -> host path, creating what is missing (idempotent)."""
+    out = {}
+    for volume in pod.raw.get("spec", {}).get("volumes") or []:
+        name, kind = volume.get("name", ""), volume_type(volume)
+        if kind == "emptyDir":
+            out[name] = _empty_dir(root_dir, pod, name, volume.get("emptyDir") or {})
+        elif kind == "hostPath":
+            out[name] = _host_path(name, volume.get("hostPath") or {})
+    return out
+
+
+def container_mounts(pod: Pod, container: Container, volumes: dict[str, str]) -> list[api.Mount]:
+    """CRI mounts for the container's volumeMounts of node-local volumes.
+
+    Mounts of volume types not supported yet (the service-account token every API pod gets,
+    configMaps...) are left out: the pod was warned about at admission (UnsupportedFields).
+    """
+    declared = {v.get("name") for v in pod.raw.get("spec", {}).get("volumes") or []}
+    mounts = []
+    for mount in container.raw.get("volumeMounts") or []:
+        name = mount.get("name", "")
+        if name not in declared:
+            raise ContainerConfigError(f"volumeMount {name!r}: the pod has no volume of that name")
+        if name not in volumes:
+            continue
+        host = volumes[name]
+        if mount.get("subPath"):
+            sub = os.path.normpath(mount["subPath"])
+            if sub.startswith("..") or os.path.isabs(sub):
+                raise ContainerConfigError(f"volumeMount {name!r}: subPath {mount['subPath']!r} must stay inside")
+            host = os.path.join(host, sub)
+            if not os.path.exists(host):
+                os.makedirs(host, mode=0o777, exist_ok=True)  # the kubelet creates a missing subPath
+        mounts.append(api.Mount(container_path=mount.get("mountPath", ""), host_path=host,
+                                readonly=bool(mount.get("readOnly", False))))
+    return mounts
+
+
+def teardown_volumes(root_dir: str, uid: str) -> None:
+    """Unmount tmpfs emptyDirs and remove the pod's directory (hostPath data is never touched)."""
+    base = pod_dir(root_dir, uid)
+    empty_dirs = os.path.join(base, "volumes", "kubernetes.io~empty-dir")
+    if os.path.isdir(empty_dirs):
+        for name in os.listdir(empty_dirs):
+            path = os.path.join(empty_dirs, name)
+            if _mounted(path):
+                subprocess.run(["umount", path], check=False, capture_output=True)
+    shutil.rmtree(base, ignore_errors=True)
