@@ -9,8 +9,9 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
+from pykubelet.api.pod import CONFIG_SOURCE_ANNOTATION
+
 CONFIG_HASH_ANNOTATION = "kubernetes.io/config.hash"
-CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
 CONFIG_SEEN_ANNOTATION = "kubernetes.io/config.seen"
 FILE_SOURCE = "file"
 
