@@ -22,7 +22,8 @@ from pykubelet.runtime import labels
 from tests.helpers import wait_for
 
 ENDPOINT = os.environ.get("PYKUBELET_TEST_ENDPOINT", "unix:///run/containerd/containerd.sock")
-NODE = "pkltest"
+# A second run (own containerd, own node name) can share the machine with the first.
+NODE = os.environ.get("PYKUBELET_TEST_NODE", "pkltest")
 BUSYBOX = "docker.io/library/busybox:1.36"
 
 

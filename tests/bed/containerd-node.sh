@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# One more containerd on this machine, for one more "node": its own root, state dir,
+# socket and CNI config dir, optionally running inside a network namespace that plays
+# the node's host network. Multi-node tests run one per node; anything that needs a
+# containerd of its own (a second test run, a demo) can use one too.
+#
+#   containerd-node.sh up NAME [--netns NS] [--cni-conf-dir DIR]
+#   containerd-node.sh down NAME        stop it, remove its pods' containers and its dirs
+#   containerd-node.sh socket NAME      print its CRI endpoint
+#
+# The config is tests/bed/containerd.toml (what setup.sh installs) with the paths
+# moved under /var/lib/pykubelet-nodes/NAME and /run/pykubelet-nodes/NAME. The CNI
+# conf dir defaults to <state>/net.d (empty: NetworkReady=false until someone writes
+# a network config there). Images come from setup.sh's cache (run `make setup` first).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cache="${PYKUBELET_CACHE:-/var/cache/pykubelet}"
+main_config="${PYKUBELET_CONTAINERD_CONFIG:-/etc/pykubelet/containerd.toml}"
+export PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH"
+
+die() { printf 'containerd-node: ERROR: %s\n' "$*" >&2; exit 1; }
+[ $# -ge 2 ] || die "usage: $0 up|down|socket NAME [--netns NS] [--cni-conf-dir DIR]"
+cmd=$1 name=$2; shift 2
+[[ $name =~ ^[a-z0-9][a-z0-9-]*$ ]] || die "node name '$name': use lowercase letters, digits and '-'"
+
+root=/var/lib/pykubelet-nodes/$name
+state=/run/pykubelet-nodes/$name
+sock=$state/containerd.sock
+netns= conf_dir=$state/net.d
+while [ $# -gt 0 ]; do
+    case $1 in
+        --netns) netns=$2; shift 2 ;;
+        --cni-conf-dir) conf_dir=$2; shift 2 ;;
+        *) die "unknown option $1" ;;
+    esac
+done
+
+ctr_ok() { [ -S "$sock" ] && ctr --address "$sock" --connect-timeout 1s --timeout 5s version >/dev/null 2>&1; }
+
+up() {
+    [ -f "$main_config" ] || die "$main_config missing: run tests/bed/setup.sh first"
+    if ctr_ok; then echo "unix://$sock"; return; fi
+    mkdir -p "$root" "$state" "$conf_dir"
+    local snapshotter
+    snapshotter="$(sed -n 's/^\s*snapshotter = "\(.*\)"/\1/p' "$main_config" | head -n1)"
+    sed -e "s|^root = .*|root = \"$root/containerd\"|" \
+        -e "s|^state = .*|state = \"$state/containerd\"|" \
+        -e "s|^\(\s*address = \).*|\1\"$sock\"|" \
+        -e "s|^\(\s*conf_dir = \).*|\1\"$conf_dir\"|" \
+        -e "s|^\(\s*snapshotter = \).*|\1\"$snapshotter\"|" \
+        "$here/containerd.toml" >"$state/containerd.toml"
+    local launcher=()
+    [ -n "$netns" ] && launcher=(ip netns exec "$netns")
+    setsid nohup "${launcher[@]}" containerd --config "$state/containerd.toml" \
+        </dev/null >>"$state/containerd.log" 2>&1 &
+    echo $! >"$state/containerd.pid"
+    local deadline=$((SECONDS + 60))
+    until ctr_ok; do
+        kill -0 "$(cat "$state/containerd.pid")" 2>/dev/null || { tail -n 20 "$state/containerd.log" >&2; die "containerd $name exited"; }
+        [ "$SECONDS" -lt "$deadline" ] || die "containerd $name did not answer within 60s"
+        sleep 0.2
+    done
+    CONTAINERD_ADDRESS=$sock python3 "$here/images.py" --cache "$cache" --snapshotter "$snapshotter" >&2
+    echo "unix://$sock"
+}
+
+down() {
+    if ctr_ok; then
+        # Sandboxes first: their netns and CNI state go with them.
+        local ids
+        ids="$(ctr --address "$sock" -n k8s.io containers ls -q 2>/dev/null || true)"
+        for id in $ids; do
+            ctr --address "$sock" -n k8s.io tasks kill -s SIGKILL "$id" >/dev/null 2>&1 || true
+        done
+    fi
+    if [ -f "$state/containerd.pid" ]; then
+        local pid; pid="$(cat "$state/containerd.pid")"
+        kill "$pid" 2>/dev/null || true
+        for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -9 "$pid" 2>/dev/null || true
+    fi
+    # Shims outlive containerd on purpose; these belong to a node that is going away.
+    pkill -9 -f "containerd-shim-runc-v2 -namespace k8s.io -address $sock" 2>/dev/null || true
+    grep -o " $state/[^ ]*\| $root/[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+    rm -rf "$root" "$state"
+}
+
+case $cmd in
+    up) up ;;
+    down) down ;;
+    socket) echo "unix://$sock" ;;
+    *) die "unknown command $cmd" ;;
+esac
