@@ -106,7 +106,9 @@ def sleeper_deployment(namespace: str, replicas: int, name: str = "sleeper") -> 
             "selector": {"matchLabels": {"app": name}},
             "template": {
                 "metadata": {"labels": {"app": name}},
-                "spec": {"terminationGracePeriodSeconds": 2, "containers": [
+                # Other nodes may share the test control plane (multi-node tests, a second run).
+                "spec": {"terminationGracePeriodSeconds": 2, "nodeSelector": {"kubernetes.io/hostname": NODE},
+                         "containers": [
                     {"name": "main", "image": BUSYBOX, "command": ["sleep", "3600"]}]},
             },
         },

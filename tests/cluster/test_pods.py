@@ -41,6 +41,7 @@ async def test_deployment_runs_on_the_node_and_scales_to_zero(node_agent, namesp
 async def test_kubectl_delete_stops_the_containers_then_removes_the_pod(node_agent, namespace, cri):
     manifest = pod_manifest("lonely", "sleep 3600", grace=2)
     manifest["metadata"]["namespace"] = namespace
+    manifest["spec"]["nodeSelector"] = {"kubernetes.io/hostname": NODE}
     apply(manifest)
     await wait_for(lambda: running_pods(namespace, 1), 60, "the pod Running", describe=node_agent.describe)
     kubectl("delete", "pod", "lonely", "-n", namespace, "--wait=true", "--timeout=60s")
