@@ -19,6 +19,7 @@ from pykubelet.cri import errors
 from pykubelet.cri.client import CRIClient
 from pykubelet.kube.events import EventRecorder
 from pykubelet.node.hostinfo import read_host_info
+from pykubelet.network.manager import NetworkManager
 from pykubelet.node.status import allocatable_memory_bytes
 from pykubelet.pleg.relist import RelistPLEG
 from pykubelet.pods.admission import Allocatable
@@ -114,6 +115,8 @@ class Agent:
             if kube is not None:
                 sources_ready.append(self._join_cluster(kube, cri, recorder, statuses, deps, dispatcher, pleg,
                                                         host_info, node_ip))
+            network = NetworkManager(s.network, cri, s.root_dir, s.node_name, kube)
+            self._spawn("network", network.run())
             self._spawn("pleg", pleg.run())
             self._spawn("housekeeping", self._housekeeping(dispatcher, pleg, sources_ready))
             if s.server.healthz_port:

@@ -8,6 +8,7 @@ Kubelet flags and fields that pykubelet does not implement yet are accepted with
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import socket
 from dataclasses import dataclass, field
@@ -99,6 +100,37 @@ class ClusterSettings:
     """resolvConf: the host resolver file that dnsPolicy Default copies."""
 
 
+NETWORK_MODES = ("agent", "runtime")
+STANDALONE_POD_CIDR = "10.88.0.0/16"  # containerd's own default pod range
+
+
+@dataclass
+class NetworkSettings:
+    """The pod network (README: "The pod network"). Modes:
+    agent: the agent runs CNI (through its shim) and routes to other nodes' podCIDRs;
+    runtime: containerd runs the CNI config in cni_conf_dir (a CNI DaemonSet's, or ours
+    when write_runtime_config)."""
+
+    mode: str = "agent"
+    """--network-mode: agent or runtime."""
+    pod_cidr: str = ""
+    """podCIDR / --pod-cidr: standalone only (default 10.88.0.0/16); in a cluster Node.spec.podCIDR wins."""
+    write_runtime_config: bool = False
+    """--cni-write-config (runtime mode): write the bridge conflist for containerd from the podCIDR
+    and route to other nodes, for clusters without a CNI DaemonSet."""
+    cni_bin_dirs: list[str] = field(default_factory=lambda: ["/opt/cni/bin", "/usr/lib/cni"])
+    """--cni-bin-dir: where the CNI plugins are (searched in order); the shim is installed into each."""
+    cni_conf_dir: str = "/etc/cni/net.d"
+    """--cni-conf-dir: containerd's CNI config dir, where the agent writes 10-pykubelet.conflist."""
+    socket: str = "/run/pykubelet/cni.sock"
+    """--cni-socket (agent mode): where the agent answers its CNI shim."""
+    bridge: str = "pkl0"
+    """--cni-bridge: the node's pod bridge."""
+    host_netns: str = ""
+    """--host-netns: a network namespace (name or path) that plays this node's host network;
+    empty: the agent's own. For several nodes on one machine (tests, demos)."""
+
+
 @dataclass
 class Settings:
     node_name: str = ""
@@ -111,6 +143,7 @@ class Settings:
     pods: PodSettings = field(default_factory=PodSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
     cluster: ClusterSettings = field(default_factory=ClusterSettings)
+    network: NetworkSettings = field(default_factory=NetworkSettings)
 
 
 def _positive_duration(value: Any) -> float:
@@ -184,6 +217,32 @@ def _ip_list(value: Any) -> list[str]:
     return [i.strip() for i in items]
 
 
+def _network_mode(value: Any) -> str:
+    if value not in NETWORK_MODES:
+        raise ValueError(f"must be one of {', '.join(NETWORK_MODES)}, got {value!r}")
+    return value
+
+
+def _cidr(value: Any) -> str:
+    try:
+        return str(ipaddress.ip_network(value, strict=True))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"must be a CIDR like 10.244.0.0/24, got {value!r} ({e})") from None
+
+
+def _path_list(value: Any) -> list[str]:
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list) or not items or not all(isinstance(i, str) and i.strip() for i in items):
+        raise ValueError(f"must be a comma-separated list of directories, got {value!r}")
+    return [i.strip() for i in items]
+
+
+def _interface_name(value: Any) -> str:
+    if not isinstance(value, str) or not 0 < len(value) <= 15 or "/" in value or " " in value:
+        raise ValueError(f"must be an interface name of 1 to 15 characters, got {value!r}")
+    return value
+
+
 def _text(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError(f"must be a string, got {value!r}")
@@ -213,10 +272,18 @@ _FIELDS: dict[str, tuple[Callable[[Any], Any], _Setter]] = {
     "clusterDNS": (_ip_list, lambda s, v: setattr(s.cluster, "cluster_dns", v)),
     "clusterDomain": (_text, lambda s, v: setattr(s.cluster, "cluster_domain", v)),
     "resolvConf": (_text, lambda s, v: setattr(s.cluster, "resolv_conf", v)),
+    "podCIDR": (_cidr, lambda s, v: setattr(s.network, "pod_cidr", v)),
     # Flag-only settings share the table under their flag's name.
     "--kubeconfig": (_text, lambda s, v: setattr(s.cluster, "kubeconfig", v)),
     "--node-ip": (_text, lambda s, v: setattr(s.cluster, "node_ip", v)),
     "--node-labels": (_labels, lambda s, v: setattr(s.cluster, "node_labels", v)),
+    "--network-mode": (_network_mode, lambda s, v: setattr(s.network, "mode", v)),
+    "--cni-write-config": (_boolean, lambda s, v: setattr(s.network, "write_runtime_config", v)),
+    "--cni-bin-dir": (_path_list, lambda s, v: setattr(s.network, "cni_bin_dirs", v)),
+    "--cni-conf-dir": (_text, lambda s, v: setattr(s.network, "cni_conf_dir", v)),
+    "--cni-socket": (_text, lambda s, v: setattr(s.network, "socket", v)),
+    "--cni-bridge": (_interface_name, lambda s, v: setattr(s.network, "bridge", v)),
+    "--host-netns": (_text, lambda s, v: setattr(s.network, "host_netns", v)),
 }
 
 # Fields paths are resolved against the config file's directory, as the kubelet does.
@@ -230,7 +297,7 @@ UNIMPLEMENTED_FIELDS = frozenset({
     "imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge",
     "serializeImagePulls", "maxParallelImagePulls",
     "registerWithTaints", "rotateCertificates", "serverTLSBootstrap",
-    "hairpinMode", "podCIDR", "podPidsLimit", "protectKernelDefaults",
+    "hairpinMode", "podPidsLimit", "protectKernelDefaults",
     "kubeReserved", "systemReserved", "enforceNodeAllocatable", "featureGates", "logging",
     "shutdownGracePeriod", "shutdownGracePeriodCriticalPods", "staticPodURL", "staticPodURLHeader",
     "containerLogMaxSize", "containerLogMaxFiles", "cpuManagerPolicy", "memoryManagerPolicy",
@@ -307,6 +374,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--register-node", help="create the Node object (true/false, default true)")
     p.add_argument("--cluster-dns", help="comma-separated DNS server IPs for ClusterFirst pods")
     p.add_argument("--cluster-domain", help="the cluster's DNS domain (default cluster.local)")
+    p.add_argument("--pod-cidr", help="standalone only: the pod IP range (default 10.88.0.0/16)")
+    p.add_argument("--network-mode", help="agent (the agent runs CNI; default) or runtime (containerd does)")
+    p.add_argument("--cni-write-config", help="runtime mode: write containerd's bridge conflist (true/false)")
+    p.add_argument("--cni-bin-dir", help="CNI plugin dirs, comma-separated (default /opt/cni/bin,/usr/lib/cni)")
+    p.add_argument("--cni-conf-dir", help="containerd's CNI config dir (default /etc/cni/net.d)")
+    p.add_argument("--cni-socket", help="agent mode: where the CNI shim finds the agent "
+                                        "(default /run/pykubelet/cni.sock)")
+    p.add_argument("--cni-bridge", help="the node's pod bridge (default pkl0)")
+    p.add_argument("--host-netns", help="a netns that plays this node's host network (several nodes on one machine)")
     for name in UNIMPLEMENTED_FLAGS:
         p.add_argument(f"--{name}", nargs="?", const="true", help=argparse.SUPPRESS)
     return p
@@ -329,6 +405,14 @@ _FLAG_TO_FIELD = {
     "kubeconfig": "--kubeconfig",
     "node_ip": "--node-ip",
     "node_labels": "--node-labels",
+    "pod_cidr": "podCIDR",
+    "network_mode": "--network-mode",
+    "cni_write_config": "--cni-write-config",
+    "cni_bin_dir": "--cni-bin-dir",
+    "cni_conf_dir": "--cni-conf-dir",
+    "cni_socket": "--cni-socket",
+    "cni_bridge": "--cni-bridge",
+    "host_netns": "--host-netns",
 }
 
 

@@ -51,7 +51,9 @@ up() {
         -e "s|^\(\s*snapshotter = \).*|\1\"$snapshotter\"|" \
         "$here/containerd.toml" >"$state/containerd.toml"
     local launcher=()
-    [ -n "$netns" ] && launcher=(ip netns exec "$netns")
+    # nsenter, not `ip netns exec`: that one also gives containerd a mount namespace of its own,
+    # and the pod netns mounts it makes under /var/run/netns would be invisible to everyone else.
+    [ -n "$netns" ] && launcher=(nsenter "--net=/var/run/netns/$netns")
     setsid nohup "${launcher[@]}" containerd --config "$state/containerd.toml" \
         </dev/null >>"$state/containerd.log" 2>&1 &
     echo $! >"$state/containerd.pid"

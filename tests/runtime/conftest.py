@@ -59,8 +59,11 @@ def write_manifest(directory: pathlib.Path, name: str, manifest: dict[str, Any] 
 class AgentProcess:
     """pykubelet run as a user runs it, in its own session so signals reach only it."""
 
-    def __init__(self, workdir: pathlib.Path, manifests: pathlib.Path, *extra: str):
+    def __init__(self, workdir: pathlib.Path, manifests: pathlib.Path, *extra: str, node: str = NODE,
+                 endpoint: str = ENDPOINT):
         self.workdir = workdir
+        self.node = node
+        self.endpoint = endpoint
         self.extra = extra  # flags every start of this agent gets
         self.manifests = manifests
         self.logs_dir = workdir / "logs"
@@ -77,8 +80,8 @@ class AgentProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pykubelet.cli", "--pod-manifest-path", str(self.manifests),
              "--root-dir", str(self.workdir / "root"), "--pod-logs-dir", str(self.logs_dir),
-             "--hostname-override", NODE, "--healthz-port", str(self.port),
-             "--container-runtime-endpoint", ENDPOINT, *self.extra, *extra],
+             "--hostname-override", self.node, "--healthz-port", str(self.port),
+             "--container-runtime-endpoint", self.endpoint, *self.extra, *extra],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         return self

@@ -1,0 +1,1 @@
+"""The pod network: CNI through the agent's shim or through containerd, podCIDR, routes."""

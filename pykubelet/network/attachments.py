@@ -1,0 +1,51 @@
+"""What the agent attached to each pod sandbox, one JSON file per sandbox (container ID).
+
+The record is how a restarted agent still knows every pod's IP, answers CHECK, and DELs with
+the result it got at ADD (the prevResult the plugins want).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+from pykubelet.network.assets import write_atomically
+
+_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class AttachmentRecords:
+    def __init__(self, directory: str):
+        self.directory = directory
+
+    def _path(self, container_id: str) -> str:
+        if not _SAFE_ID.match(container_id):
+            raise ValueError(f"CNI_CONTAINERID {container_id!r} is not a valid container ID")
+        return os.path.join(self.directory, f"{container_id}.json")
+
+    def save(self, container_id: str, record: dict[str, Any]) -> None:
+        write_atomically(self._path(container_id), json.dumps(record).encode(), 0o600)
+
+    def load(self, container_id: str) -> dict[str, Any] | None:
+        try:
+            with open(self._path(container_id), encoding="utf-8") as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return None
+        except ValueError:
+            return None  # a torn record: DEL still runs, without prevResult
+
+    def remove(self, container_id: str) -> None:
+        try:
+            os.unlink(self._path(container_id))
+        except FileNotFoundError:
+            pass
+
+    def ids(self) -> set[str]:
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            return set()
+        return {n[:-5] for n in names if n.endswith(".json")}

@@ -1,0 +1,147 @@
+"""The node's pod network, for the agent's lifetime (README: "The pod network").
+
+Once the podCIDR is known (config when standalone, the Node's spec.podCIDR in a cluster) it
+is pushed to the runtime and the network is configured for the mode:
+- agent: the shim is installed into the CNI bin dirs, leftovers of pods that are gone are
+  released, the shim's socket is served, and only then containerd's conflist names the shim
+  (so containerd reports NetworkReady only when the agent can answer);
+- runtime with write_runtime_config: containerd's conflist is the pod network itself;
+- runtime: nothing to do; a CNI DaemonSet owns the conf dir.
+When the agent owns the network it also routes to every other node's podCIDR via its
+InternalIP (host-gw) and masquerades only traffic leaving the cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from pykubelet.cni.client import CNI
+from pykubelet.cni.config import parse_conflist
+from pykubelet.config import STANDALONE_POD_CIDR, NetworkSettings
+from pykubelet.cri import errors as cri_errors
+from pykubelet.cri.client import CRIClient
+from pykubelet.kube.client import KubeClient
+from pykubelet.kube.reflector import Objects, Reflector
+from pykubelet.network import assets
+from pykubelet.network.attachments import AttachmentRecords
+from pykubelet.network.hostnet import HostNetwork, netns_path, node_route
+from pykubelet.network.pod_network import AgentPodNetwork
+from pykubelet.network.shim_server import ShimServer
+from pykubelet.util.log import get_logger
+
+log = get_logger(__name__)
+
+
+class NetworkManager:
+    def __init__(self, settings: NetworkSettings, cri: CRIClient, root_dir: str, node_name: str,
+                 kube: KubeClient | None):
+        self.settings = settings
+        self.cri = cri
+        self.node_name = node_name
+        self.kube = kube
+        self.state_dir = os.path.join(root_dir, "network")
+        self.host = HostNetwork(settings.host_netns)
+        self.pod_cidr = ""
+        self.ready = asyncio.Event()  # the network is configured for the mode
+        self._own_node: dict[str, Any] = {}
+        self._nodes: Objects = {}  # every Node, when the agent routes to them
+        self._nodes_changed = asyncio.Event()
+
+    @property
+    def owns_routing(self) -> bool:
+        return self.settings.mode == "agent" or self.settings.write_runtime_config
+
+    def _on_own_node(self, nodes: Objects) -> None:
+        self._own_node = next(iter(nodes.values()), {})
+        self._nodes_changed.set()
+
+    def _on_nodes(self, nodes: Objects) -> None:
+        self._nodes = dict(nodes)
+        self._nodes_changed.set()
+
+    async def _wait_pod_cidr(self) -> str:
+        if self.kube is None:
+            return self.settings.pod_cidr or STANDALONE_POD_CIDR
+        waiting_logged = False
+        while True:
+            node = self._own_node
+            cidr = (node.get("spec") or {}).get("podCIDR", "")
+            if cidr:
+                return cidr
+            if node and not waiting_logged:
+                log.info("Waiting for the Node's spec.podCIDR (controller-manager --allocate-node-cidrs)",
+                         node=self.node_name)
+                waiting_logged = True
+            self._nodes_changed.clear()
+            await self._nodes_changed.wait()
+
+    async def run(self) -> None:
+        async with asyncio.TaskGroup() as tasks:
+            if self.kube is not None:
+                own = {"fieldSelector": f"metadata.name={self.node_name}"}
+                tasks.create_task(Reflector(self.kube, "/api/v1/nodes", own, self._on_own_node, "own node").run(),
+                                  name="own-node-reflector")
+                if self.owns_routing:
+                    # The Node authorizer lets a node read only its own Node; reading all of them
+                    # takes the RBAC grant in cni/node-network-rbac.yaml.
+                    tasks.create_task(Reflector(self.kube, "/api/v1/nodes", {}, self._on_nodes, "nodes").run(),
+                                      name="nodes-reflector")
+            self.pod_cidr = await self._wait_pod_cidr()
+            log.info("Pod network", mode=self.settings.mode, podCIDR=self.pod_cidr,
+                     writesConfig=self.owns_routing, hostNetns=self.host.netns or "own")
+            await self._push_to_runtime()
+            pod_network = assets.render("pod-network.conflist", bridge=self.settings.bridge, pod_cidr=self.pod_cidr,
+                                        ipam_dir=os.path.join(self.state_dir, "ipam"))
+            if self.settings.mode == "agent":
+                server = await self._start_agent_mode(pod_network, tasks)
+                await server.ready.wait()
+                assets.write_conflist(self.settings.cni_conf_dir,
+                                      assets.render("containerd-agent-mode.conflist", socket=self.settings.socket))
+            elif self.settings.write_runtime_config:
+                assets.write_conflist(self.settings.cni_conf_dir, pod_network)
+            if self.owns_routing:
+                await self._sync_host_network()
+            self.ready.set()
+            if not (self.owns_routing and self.kube is not None):
+                await asyncio.Event().wait()  # nothing more to follow; runs until the agent stops
+            while True:
+                self._nodes_changed.clear()
+                await self._nodes_changed.wait()
+                await self._sync_host_network()
+
+    async def _push_to_runtime(self) -> None:
+        try:
+            await self.cri.update_runtime_config(self.pod_cidr)
+        except cri_errors.CRIError as e:
+            log.warning("Runtime did not take the podCIDR", err=str(e))
+
+    async def _start_agent_mode(self, pod_network: dict[str, Any], tasks: asyncio.TaskGroup) -> ShimServer:
+        network = parse_conflist(pod_network, source="cni/pod-network.conflist")
+        cni = CNI(self.settings.cni_bin_dirs, plugin_netns=netns_path(self.settings.host_netns) or None)
+        attachments = AgentPodNetwork(cni, network, AttachmentRecords(os.path.join(self.state_dir, "attachments")),
+                                      ipam_dir=os.path.join(self.state_dir, "ipam"))
+        installed = assets.install_shim(self.settings.cni_bin_dirs)
+        log.info("CNI shim installed", dirs=",".join(installed))
+        live = {s.id for s in await self.cri.list_pod_sandbox()}
+        await attachments.release_leaks(live)
+        server = ShimServer(self.settings.socket, attachments.handle)
+        tasks.create_task(server.run(), name="cni-shim-server")
+        return server
+
+    async def _sync_host_network(self) -> None:
+        routes = {}
+        cidrs = {self.pod_cidr}
+        for node in self._nodes.values():
+            route = node_route(node)
+            if route is None:
+                continue
+            cidrs.add(route[0])
+            if node["metadata"]["name"] != self.node_name:
+                routes[route[0]] = route[1]
+        try:
+            await self.host.sync_masquerade(self.pod_cidr, sorted(cidrs))
+            await self.host.sync_routes(routes)
+        except (RuntimeError, OSError) as e:
+            log.warning("Could not program the host network; retrying on the next change", err=str(e))

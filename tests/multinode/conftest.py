@@ -1,0 +1,171 @@
+"""Multi-node tests: several nodes on one machine, joined to the test control plane.
+
+A node is a network namespace (its host network, with eth0 on a shared LAN: a bridge in a
+namespace of its own), its own containerd running in that namespace, and its own pykubelet.
+The agent itself stays in the machine's namespace, where the apiserver listens on loopback,
+and is told which namespace is its node's host network (--host-netns).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import pathlib
+import subprocess
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from pykubelet.cri.client import CRIClient
+from tests.cluster.conftest import (REPO, cluster, cluster_sh, kubectl, kubectl_json,  # noqa: F401 (fixtures)
+                                    namespace, node_condition)
+from tests.helpers import wait_for
+from tests.runtime.conftest import AgentProcess
+
+LAN_NS = "pkl-lan"
+LAN_BRIDGE = "lan0"
+CONTAINERD_NODE = REPO / "tests" / "bed" / "containerd-node.sh"
+
+
+def sh(*argv: str) -> str:
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, f"{' '.join(argv)} failed: {result.stderr.strip()}"
+    return result.stdout
+
+
+def in_netns(netns: str, *argv: str, timeout: float = 5) -> subprocess.CompletedProcess[str]:
+    """argv run in a node's host network; a hung command counts as a failed one."""
+    try:
+        return subprocess.run(["ip", "netns", "exec", netns, *argv], capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        return subprocess.CompletedProcess(e.cmd, 124, "", "timed out")
+
+
+def netns_exists(name: str) -> bool:
+    return pathlib.Path("/var/run/netns", name).exists()
+
+
+@dataclass
+class Node:
+    name: str
+    ip: str
+    mode: str
+    agent: AgentProcess
+
+    @property
+    def endpoint(self) -> str:
+        return f"unix:///run/pykubelet-nodes/{self.name}/containerd.sock"
+
+    @property
+    def state_dir(self) -> pathlib.Path:
+        return pathlib.Path("/run/pykubelet-nodes") / self.name
+
+    @property
+    def ipam_dir(self) -> pathlib.Path:
+        """host-local's reservations (both modes use the agent's conflist, dataDir under its root)."""
+        return self.agent.workdir / "root" / "network" / "ipam" / "pykubelet"
+
+    def reserved_ips(self) -> set[str]:
+        if not self.ipam_dir.is_dir():
+            return set()
+        return {p.name for p in self.ipam_dir.iterdir() if _is_ip(p.name)}
+
+    def pod_cidr(self) -> str:
+        return kubectl_json("get", "node", self.name)["spec"].get("podCIDR", "")
+
+    def ready(self) -> dict[str, Any]:
+        result = kubectl("get", "node", self.name, "-o", "json", check=False)
+        return node_condition(json.loads(result.stdout) if result.returncode == 0 else None)
+
+    def cri(self) -> CRIClient:
+        return CRIClient(self.endpoint)
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+        return True
+    except ValueError:
+        return False
+
+
+def lan_up() -> None:
+    if not netns_exists(LAN_NS):
+        sh("ip", "netns", "add", LAN_NS)
+        sh("ip", "-n", LAN_NS, "link", "add", LAN_BRIDGE, "type", "bridge")
+        sh("ip", "-n", LAN_NS, "link", "set", LAN_BRIDGE, "up")
+
+
+def host_network_up(netns: str, ip: str) -> None:
+    """The node's host network: its own namespace, eth0 on the LAN with the node's IP."""
+    if netns_exists(netns):
+        host_network_down(netns)
+    sh("ip", "netns", "add", netns)
+    port = f"p-{netns}"[:15]
+    sh("ip", "link", "add", port, "netns", LAN_NS, "type", "veth", "peer", "name", "eth0", "netns", netns)
+    sh("ip", "-n", LAN_NS, "link", "set", port, "master", LAN_BRIDGE, "up")
+    sh("ip", "-n", netns, "addr", "add", f"{ip}/24", "dev", "eth0")
+    sh("ip", "-n", netns, "link", "set", "eth0", "up")
+    sh("ip", "-n", netns, "link", "set", "lo", "up")
+
+
+def host_network_down(netns: str) -> None:
+    subprocess.run(["ip", "netns", "del", netns], capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def lan(cluster):  # noqa: F811
+    # Agents that own the network read every Node (podCIDR, InternalIP) to route to their pods.
+    kubectl("apply", "-f", str(REPO / "cni" / "node-network-rbac.yaml"))
+    lan_up()
+    yield LAN_NS
+    subprocess.run(["ip", "netns", "del", LAN_NS], capture_output=True)
+
+
+def start_node(name: str, ip: str, mode: str, workdir: pathlib.Path, *extra: str,
+               write_config: bool = True) -> Node:
+    host_network_up(name, ip)
+    subprocess.run(["bash", str(CONTAINERD_NODE), "down", name], capture_output=True, timeout=120)
+    sh("bash", str(CONTAINERD_NODE), "up", name, "--netns", name)
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "manifests").mkdir(exist_ok=True)
+    kubeconfig = workdir / "node.kubeconfig"
+    cluster_sh("node-kubeconfig", name, str(kubeconfig), timeout=60)
+    state = pathlib.Path("/run/pykubelet-nodes") / name
+    flags = ["--kubeconfig", str(kubeconfig), "--node-ip", ip, "--host-netns", name,
+             "--cni-conf-dir", str(state / "net.d"), "--cni-socket", str(state / "cni.sock"),
+             "--network-mode", mode]
+    if mode == "runtime":
+        flags += ["--cni-write-config", "true" if write_config else "false"]
+    agent = AgentProcess(workdir, workdir / "manifests", *flags, *extra, node=name,
+                         endpoint=f"unix://{state}/containerd.sock")
+    return Node(name, ip, mode, agent.start())
+
+
+def stop_node(node: Node) -> None:
+    node.agent.shutdown()
+    subprocess.run(["bash", str(CONTAINERD_NODE), "down", node.name], capture_output=True, timeout=120)
+    kubectl("delete", "node", node.name, "--wait=false", check=False)
+    host_network_down(node.name)
+
+
+@pytest.fixture(scope="module", params=["agent", "runtime"])
+def nodes(request, cluster, lan, tmp_path_factory):  # noqa: F811
+    """Two Ready nodes in the given network mode; torn down (Nodes deleted) after the module."""
+    mode = request.param
+    subnet = {"agent": 10, "runtime": 20}[mode]
+    started: list[Node] = []
+    try:
+        for i in (1, 2):
+            name = f"pkl-{mode[0]}{i}"
+            started.append(start_node(name, f"10.250.0.{subnet + i}", mode, tmp_path_factory.mktemp(name)))
+        for node in started:
+            asyncio.run(wait_for(lambda: node.ready().get("status") == "True", 90, f"node {node.name} Ready",
+                                 describe=node.agent.describe))
+        yield started
+    finally:
+        for node in started:
+            stop_node(node)
