@@ -169,7 +169,7 @@ def _already_gone(error: errors.CNIError, att: Attachment) -> bool:
     if error.code == errors.UNKNOWN_CONTAINER:
         return True
     text = str(error).lower()
-    if "not found" in text:
+    if "not found" in text and "executable file not found" not in text:  # a missing iptables is real
         return True
     # Without a netns the plugins cannot enter it; what they could reach is cleaned.
     return not att.netns and "no such file or directory" in text

@@ -41,6 +41,9 @@ def find_plugin(plugin_type: str, bin_dirs: Sequence[str], command: str = "") ->
 async def run_plugin(path: str, plugin: str, command: str, stdin: Mapping[str, Any],
                      env: Mapping[str, str], timeout: float, netns: str | None = None) -> bytes:
     """Exec the plugin; its stdout on success, CNIError otherwise (killed after `timeout` s)."""
+    if netns and not os.path.exists(netns):
+        # Said plainly, so DEL's "already gone" reading cannot mistake it for a gone pod netns.
+        raise errors.CNIError(plugin, command, 0, f"plugin network namespace {netns} does not exist")
     argv = [NSENTER, f"--net={netns}", "--", path] if netns else [path]
     # Our environment plus the CNI_* values (the plugin needs PATH for iptables, etc.).
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("CNI_")}

@@ -222,3 +222,18 @@ async def test_status_reports_an_unavailable_plugin(bin_dir):
 def test_the_cni_error_message_reads_well():
     assert str(errors.CNIError("bridge", "ADD", 11, "msg", "details")) == "cni plugin bridge ADD failed (code 11): msg: details"
     assert str(errors.CNIError("bridge", "DEL", 7, "bad config")) == "cni plugin bridge DEL failed (code 7): bad config"
+
+
+async def test_a_missing_plugin_netns_is_an_error_even_for_del(bin_dir, tmp_path):
+    net = network({"type": "one"})
+    cni = CNI([str(bin_dir)], plugin_netns=str(tmp_path / "no-such-netns"))
+    with pytest.raises(errors.CNIError, match=r"^cni plugin one DEL failed: plugin network namespace .* does not exist$"):
+        await cni.delete(net, Attachment("c0ffee", ""))
+    assert calls(tmp_path) == []
+
+
+async def test_del_does_not_take_a_missing_executable_for_a_missing_container(bin_dir):
+    net = network({"type": "one", "on": {"DEL": {"exit": 1, "stdout": json.dumps(
+        {"code": 999, "msg": 'exec: "iptables": executable file not found in $PATH'})}}})
+    with pytest.raises(errors.CNIError, match="executable file not found"):
+        await CNI([str(bin_dir)]).delete(net, ATT)
