@@ -8,8 +8,10 @@ repeated, and run with an empty netns after the namespace is gone.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
-from typing import Sequence
+from typing import AsyncIterator, Sequence
 
 from pykubelet.cni import errors
 from pykubelet.cni.config import NetworkConfigList, version_key
@@ -43,12 +45,21 @@ class CNI:
         self.timeout = timeout
         self.plugin_netns = plugin_netns
         self._versions: dict[tuple[str, int], list[str]] = {}
+        # The spec: GC runs alone, never while an ADD or DEL is in progress (see _exclusive).
+        self._turn = asyncio.Condition()
+        self._running = 0
+        self._gc_active = False
+        self._gc_waiting = 0
 
     async def add(self, net: NetworkConfigList, att: Attachment) -> Result:
         """ADD every plugin in order, each given the previous one's result; the final result.
 
         On failure the caller must still call delete() (the spec: a DEL follows every ADD).
         """
+        async with self._shared():
+            return await self._add(net, att)
+
+    async def _add(self, net: NetworkConfigList, att: Attachment) -> Result:
         prev: dict | None = None
         result: Result | None = None
         for plugin in net.plugins:
@@ -67,6 +78,10 @@ class CNI:
 
     async def delete(self, net: NetworkConfigList, att: Attachment, prev_result: Result | None = None) -> None:
         """DEL every plugin in reverse order. Idempotent: what is already gone is success."""
+        async with self._shared():
+            await self._delete(net, att, prev_result)
+
+    async def _delete(self, net: NetworkConfigList, att: Attachment, prev_result: Result | None) -> None:
         prev = prev_result.to_dict(net.cni_version) if prev_result is not None else None
         for plugin in reversed(net.plugins):
             request = plugin_request(net.name, net.cni_version, plugin, att.capability_args, prev)
@@ -124,6 +139,10 @@ class CNI:
         if net.disable_gc:
             log.debug("CNI GC skipped: disableGC", network=net.name)
             return
+        async with self._exclusive():
+            await self._gc(net, valid)
+
+    async def _gc(self, net: NetworkConfigList, valid: Sequence[Attachment]) -> None:
         failures: list[errors.CNIError] = []
         for plugin in net.plugins:
             plugin_type = plugin["type"]
@@ -153,6 +172,35 @@ class CNI:
                 continue
             request = status_request(net.name, _at_least(net.cni_version, GC_VERSION), plugin)
             await self._exec(plugin_type, "STATUS", request, None)
+
+    @contextlib.asynccontextmanager
+    async def _shared(self) -> AsyncIterator[None]:
+        """ADD and DEL run side by side, but not during a GC, nor ahead of one that waits."""
+        async with self._turn:
+            await self._turn.wait_for(lambda: not self._gc_active and not self._gc_waiting)
+            self._running += 1
+        try:
+            yield
+        finally:
+            async with self._turn:
+                self._running -= 1
+                self._turn.notify_all()
+
+    @contextlib.asynccontextmanager
+    async def _exclusive(self) -> AsyncIterator[None]:
+        async with self._turn:
+            self._gc_waiting += 1
+            try:
+                await self._turn.wait_for(lambda: not self._gc_active and not self._running)
+            finally:
+                self._gc_waiting -= 1
+            self._gc_active = True
+        try:
+            yield
+        finally:
+            async with self._turn:
+                self._gc_active = False
+                self._turn.notify_all()
 
     async def _exec(self, plugin_type: str, command: str, request: dict, att: Attachment | None) -> bytes:
         path = find_plugin(plugin_type, self.bin_dirs, command)

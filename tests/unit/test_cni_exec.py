@@ -7,6 +7,7 @@ tests/network/test_cni_client.py.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
@@ -17,6 +18,7 @@ from pykubelet.cni import errors
 from pykubelet.cni.client import CNI, Attachment
 from pykubelet.cni.config import parse_conflist
 from pykubelet.cni.result import parse_result
+from tests.helpers import wait_for
 
 FAKE_PLUGIN = """#!{python}
 import json, os, subprocess, sys, time
@@ -24,7 +26,7 @@ command = os.environ["CNI_COMMAND"]
 conf = json.load(sys.stdin)
 me = os.path.basename(sys.argv[0])
 with open(os.environ["FAKE_CNI_LOG"], "a") as log:
-    log.write(json.dumps({{"plugin": me, "command": command, "stdin": conf, "pid": os.getpid(),
+    log.write(json.dumps({{"plugin": me, "command": command, "stdin": conf, "pid": os.getpid(), "time": time.time(),
                           "env": {{k: v for k, v in os.environ.items() if k.startswith("CNI_")}}}}) + "\\n")
 if command == "VERSION":
     print(json.dumps({{"cniVersion": conf["cniVersion"], "supportedVersions": {supported!r}}}))
@@ -237,3 +239,25 @@ async def test_del_does_not_take_a_missing_executable_for_a_missing_container(bi
         {"code": 999, "msg": 'exec: "iptables": executable file not found in $PATH'})}}})
     with pytest.raises(errors.CNIError, match="executable file not found"):
         await CNI([str(bin_dir)]).delete(net, ATT)
+
+
+async def test_gc_waits_for_adds_in_flight_and_adds_wait_for_gc(bin_dir, tmp_path):
+    cni = CNI([str(bin_dir)])
+    net = network({"type": "three", "on": {"ADD": {"sleep": 1}, "GC": {"sleep": 1}}})
+
+    add = asyncio.create_task(cni.add(net, ATT))
+    await wait_for(lambda: calls(tmp_path), 10, "the ADD to start")
+    await cni.gc(net, [])
+    add_done_at = time.time() if add.done() else None
+    await add
+    gc_call = next(c for c in calls(tmp_path) if c["command"] == "GC")
+    assert add_done_at is not None and gc_call["time"] >= calls(tmp_path)[0]["time"] + 1
+
+    gc = asyncio.create_task(cni.gc(net, []))
+    await wait_for(lambda: sum(c["command"] == "GC" for c in calls(tmp_path)) == 2, 10, "the second GC to start")
+    await cni.add(net, Attachment("beef", "/run/netns/b"))
+    assert gc.done()
+    await gc
+    second_gc = [c for c in calls(tmp_path) if c["command"] == "GC"][1]
+    second_add = [c for c in calls(tmp_path) if c["command"] == "ADD"][1]
+    assert second_add["time"] >= second_gc["time"] + 1  # the ADD started after the GC's second
