@@ -72,7 +72,8 @@ async def run_plugin(path: str, plugin: str, command: str, stdin: Mapping[str, A
         raise
     elapsed_ms = round((time.monotonic() - started) * 1000)
     log.debug("CNI plugin finished", plugin=plugin, command=command, exitCode=proc.returncode,
-              durationMs=elapsed_ms, containerID=env.get("CNI_CONTAINERID", ""))
+              durationMs=elapsed_ms, containerID=env.get("CNI_CONTAINERID", ""),
+              stderr=stderr.decode(errors="replace").strip()[-_STDERR_LIMIT:])
     if proc.returncode != 0:
         raise plugin_error(plugin, command, proc.returncode, stdout, stderr)
     return stdout

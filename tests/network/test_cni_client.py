@@ -167,8 +167,7 @@ async def test_a_missing_plugin_and_a_plugin_error_are_clear(cni, unique, tmp_pa
     assert "10.199.0.0/33" in str(caught.value)
 
 
-async def test_plugin_netns_puts_the_bridge_in_the_node_not_the_root_netns(cni, net, make_netns, node, unique,
-                                                                          subnet):
+async def test_plugin_netns_puts_the_bridge_in_the_node_not_the_root_netns(cni, net, make_netns, node, unique):
     result = await cni.add(net, pod(await make_netns("pod")))
     node_links = await links(node)
     assert node_links[f"pkc{unique}"].addresses == (ipaddress.ip_interface(f"{result.ip_of().gateway}/24"),)
@@ -222,3 +221,11 @@ async def test_without_plugin_netns_plugins_run_in_our_netns(unique, tmp_path, m
 
 async def _absent(bridge: str) -> bool:
     return bridge not in await links(None)
+
+
+async def test_a_1_1_0_network_is_refused_by_the_1_0_0_plugins_with_code_1(cni, unique, subnet, tmp_path, make_netns):
+    net = bridge_network(f"pkltcni-{unique}", f"pkc{unique}", subnet, tmp_path / "ipam", portmap=False)
+    newer = parse_conflist({"cniVersion": "1.1.0", "name": net.name, "plugins": list(net.plugins)})
+    with pytest.raises(CNIError) as caught:
+        await cni.add(newer, pod(await make_netns("pod")))
+    assert caught.value.code == 1 and caught.value.msg == "incompatible CNI versions", str(caught.value)
