@@ -84,7 +84,9 @@ down() {
     fi
     # Shims outlive containerd on purpose; these belong to a node that is going away.
     pkill -9 -f "containerd-shim-runc-v2 -namespace k8s.io -address $sock" 2>/dev/null || true
-    grep -o " $state/[^ ]*\| $root/[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+    { grep -o " $state/[^ ]*\| $root/[^ ]*" /proc/mounts || true; } | sort -r | while read -r m; do
+        umount -l "$m" 2>/dev/null || true
+    done
     rm -rf "$root" "$state"
 }
 

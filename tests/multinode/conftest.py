@@ -80,6 +80,9 @@ class Node:
         result = kubectl("get", "node", self.name, "-o", "json", check=False)
         return node_condition(json.loads(result.stdout) if result.returncode == 0 else None)
 
+    def describe(self) -> str:
+        return f"--- node {self.name} Ready condition ---\n{self.ready()}\n{self.agent.describe()}"
+
     def cri(self) -> CRIClient:
         return CRIClient(self.endpoint)
 

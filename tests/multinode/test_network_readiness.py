@@ -12,7 +12,7 @@ async def test_node_is_not_ready_until_its_network_is_configured(cluster, lan, t
     node = start_node("pkl-r9", "10.250.0.29", "runtime", tmp_path / "r9", write_config=False)
     try:
         cond = await wait_for(lambda: (c := node.ready()).get("status") == "False" and c, 60,
-                              "the node NotReady for its network", describe=node.agent.describe)
+                              "the node NotReady for its network", describe=node.describe)
         assert cond["reason"] == "KubeletNotReady"
         assert "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady" in \
             cond["message"], cond
@@ -20,6 +20,6 @@ async def test_node_is_not_ready_until_its_network_is_configured(cluster, lan, t
         node.agent.stop()
         node.agent.start("--cni-write-config", "true")
         await wait_for(lambda: node.ready().get("status") == "True", 60, "the node Ready once its network is",
-                       describe=node.agent.describe)
+                       describe=node.describe)
     finally:
         stop_node(node)
