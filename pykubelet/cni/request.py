@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-_CONTAINER_ID = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$")
+CONTAINER_ID = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$")
 _IFNAME_MAX = 15  # IFNAMSIZ - 1
 
 
@@ -18,7 +18,7 @@ _IFNAME_MAX = 15  # IFNAMSIZ - 1
 class Attachment:
     """The runtime side of one ADD/DEL/CHECK: which container, which netns, which interface.
 
-    `args` become CNI_ARGS (K8S_POD_NAMESPACE, K8S_POD_NAME, K8S_POD_INFRA_CONTAINER_ID,
+    `args` become CNI_ARGS (K8S_POD_NAMESPACE, K8S_POD_NAME, K8S_POD_INFRACONTAINER_ID,
     K8S_POD_UID...); `capability_args` (portMappings, bandwidth, ...) reach, as runtimeConfig,
     only the plugins whose "capabilities" enable the key.
     """
@@ -30,7 +30,7 @@ class Attachment:
     capability_args: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
-        if not _CONTAINER_ID.match(self.container_id):
+        if not CONTAINER_ID.match(self.container_id):
             raise ValueError(f"invalid CNI container ID {self.container_id!r}: must start with a letter "
                              "or digit, then letters, digits, '_', '.' or '-'")
         validate_ifname(self.ifname)

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from typing import Any
 
+from pykubelet.cni.request import CONTAINER_ID
 from pykubelet.network.assets import write_atomically
-
-_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 class AttachmentRecords:
@@ -21,7 +19,7 @@ class AttachmentRecords:
         self.directory = directory
 
     def _path(self, container_id: str) -> str:
-        if not _SAFE_ID.match(container_id):
+        if not CONTAINER_ID.match(container_id):
             raise ValueError(f"CNI_CONTAINERID {container_id!r} is not a valid container ID")
         return os.path.join(self.directory, f"{container_id}.json")
 

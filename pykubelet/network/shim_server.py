@@ -81,7 +81,7 @@ class ShimServer:
         except CNIError as e:
             return {"error": {"code": e.code, "msg": e.msg, "details": e.details}}
         except Exception as e:  # noqa: BLE001 - the shim must get an answer, whatever broke
-            log.exception("CNI request failed", command=command, container=attachment.container_id)
+            log.error("CNI request failed", exc_info=True, command=command, container=attachment.container_id)
             return {"error": {"code": INTERNAL_ERROR, "msg": f"pykubelet: {command} failed: {e}", "details": ""}}
 
     async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
