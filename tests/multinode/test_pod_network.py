@@ -127,3 +127,60 @@ async def test_agents_killed_and_restarted_keep_every_pods_ip_and_connectivity(n
     for name in ("server", "client"):
         assert after[name]["status"]["podIP"] == before[name]["status"]["podIP"]
         assert after[name]["status"]["containerStatuses"][0]["restartCount"] == 0
+
+
+async def test_host_network_pods_get_the_node_ip_and_no_pod_ip(nodes, namespace):
+    n1, _ = nodes
+    before = n1.reserved_ips()
+    manifest = pod("hostnet", namespace, n1, "sleep 3600")
+    manifest["spec"]["hostNetwork"] = True
+    apply(manifest)
+    pods = await wait_for(lambda: running(namespace, {"hostnet"}), 90, "the hostNetwork pod Running",
+                          describe=n1.agent.describe)
+    assert pods["hostnet"]["status"]["podIP"] == n1.ip
+    assert n1.reserved_ips() == before
+
+
+async def test_a_pod_removed_while_the_agent_was_down_gives_its_ip_back(nodes, namespace):
+    n1, _ = nodes
+    apply(pod("doomed", namespace, n1, "sleep 3600"))
+    pods = await wait_for(lambda: running(namespace, {"doomed"}), 90, "the pod Running", describe=n1.agent.describe)
+    ip = pods["doomed"]["status"]["podIP"]
+    n1.agent.stop(signal.SIGKILL)
+    # While the agent is down the pod goes away for good: its API object, and its sandbox (the
+    # way `crictl rmp` would; containerd's DEL then finds no agent in agent mode).
+    kubectl("delete", "pod", "doomed", "-n", namespace, "--grace-period=0", "--force")
+    cri = n1.cri()
+    try:
+        for sandbox in await cri.list_pod_sandbox({labels.POD_NAME: "doomed", labels.POD_NAMESPACE: namespace}):
+            await cri.stop_pod_sandbox(sandbox.id)
+            await cri.remove_pod_sandbox(sandbox.id)
+    finally:
+        await cri.close()
+    n1.agent.start()
+    await wait_for(lambda: ip not in n1.reserved_ips(), 30, f"{ip} released after the agent came back",
+                   describe=lambda: f"reserved: {n1.reserved_ips()}\n{n1.agent.describe()}")
+
+
+async def test_routes_follow_nodes_even_those_deleted_while_the_agent_was_down(nodes):
+    n1, _ = nodes
+    ghost = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"pkl-ghost-{n1.mode}"},
+             "spec": {"podCIDR": "10.245.99.0/24"},
+             "status": {"addresses": [{"type": "InternalIP", "address": "10.250.0.99"}]}}
+    apply(ghost)
+    # (the status in a create is dropped: an admin can't set it that way, a node's agent does)
+    kubectl("patch", "node", ghost["metadata"]["name"], "--subresource", "status", "--type", "merge",
+            "-p", '{"status": {"addresses": [{"type": "InternalIP", "address": "10.250.0.99"}]}}')
+
+    def route_to_ghost() -> str:
+        return in_netns(n1.name, "ip", "route", "show", "10.245.99.0/24").stdout.strip()
+    try:
+        assert "via 10.250.0.99" in await wait_for(route_to_ghost, 30, "a route to the new node's pods",
+                                                   describe=n1.agent.describe)
+        n1.agent.stop(signal.SIGKILL)
+        kubectl("delete", "node", ghost["metadata"]["name"])
+        n1.agent.start()
+        await wait_for(lambda: not route_to_ghost(), 30, "the route to the deleted node's pods removed",
+                       describe=n1.agent.describe)
+    finally:
+        kubectl("delete", "node", ghost["metadata"]["name"], check=False)
