@@ -69,6 +69,10 @@ class AgentPodNetwork:
         return result
 
     async def delete(self, att: Attachment) -> None:
+        if self.records.load(att.container_id) is None and att.container_id not in self.ip_owners().values():
+            # Nothing of it left: containerd's second DEL (it sends one with and one without the
+            # netns) need not run the whole chain again.
+            return
         await self.cni.delete(self.network, att, self._prev_result(att.container_id))
         self.records.remove(att.container_id)
         log.info("Pod network detached", container=att.container_id[:13], pod=_pod_of(att))

@@ -191,6 +191,8 @@ up() {
     --kubeconfig "$sched" --authentication-kubeconfig "$sched" --authorization-kubeconfig "$sched"
   wait_for kube-controller-manager healthz_ok "$CM_PORT"
   wait_for kube-scheduler healthz_ok "$SCHED_PORT"
+  # pykubelet agents that own the pod network read every Node to route to its pods.
+  "$BIN/kubectl" --kubeconfig "$STATE/admin.kubeconfig" apply -f "$repo/cni/node-network-rbac.yaml" >/dev/null
   say "ready in $((SECONDS - t0))s: export KUBECONFIG=$STATE/admin.kubeconfig; $STATE/bin/kubectl get nodes"
 }
 

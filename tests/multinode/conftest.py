@@ -120,9 +120,7 @@ def host_network_down(netns: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def lan(cluster):  # noqa: F811
-    # Agents that own the network read every Node (podCIDR, InternalIP) to route to their pods.
-    kubectl("apply", "-f", str(REPO / "cni" / "node-network-rbac.yaml"))
+def lan():
     lan_up()
     yield LAN_NS
     subprocess.run(["ip", "netns", "del", LAN_NS], capture_output=True)

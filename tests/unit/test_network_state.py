@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from pykubelet.cni.client import Attachment
 from pykubelet.cni.config import parse_conflist
 from pykubelet.cni.result import parse_result
 from pykubelet.network import assets
@@ -92,6 +93,17 @@ async def test_a_restarted_agent_releases_what_pods_that_are_gone_held(tmp_path)
     assert cni.deleted[0][2] == parse_result(RESULT, "1.0.0")  # DEL gets the result ADD returned
     assert cni.deleted[1][2] is None
     assert records.ids() == {"alive"}
+
+
+async def test_a_second_del_of_a_detached_sandbox_runs_no_plugin(tmp_path):
+    records = AttachmentRecords(str(tmp_path / "att"))
+    cni = RecordingCNI()
+    network = AgentPodNetwork(cni, parse_conflist(pod_network_conflist(tmp_path)), records, str(tmp_path / "ipam"))
+    records.save("abc", {"ifname": "eth0", "result": RESULT})
+    attachment = Attachment(container_id="abc", netns="/var/run/netns/cni-1")
+    await network.delete(attachment)
+    await network.delete(Attachment(container_id="abc", netns=""))  # containerd's second DEL
+    assert [cid for cid, _, _ in cni.deleted] == ["abc"]
 
 
 @pytest.mark.parametrize("node, route", [
