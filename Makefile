@@ -26,9 +26,10 @@ test: setup ## unit + runtime tests against the real containerd
 unit: venv ## only the tests that need no runtime
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-bench: setup ## pod startup: CRI floor vs pykubelet, then pykubelet vs the real kubelet on a cluster
+bench: setup ## pod startup (CRI floor vs pykubelet; the real kubelet vs pykubelet on a cluster); agent vs runtime network mode
 	$(PY) -m tests.bench.startup
 	$(PY) -m tests.bench.cluster_startup
+	$(PY) -m tests.bench.network
 
 proto: venv ## regenerate the committed gRPC modules from proto/
 	$(PY) proto/generate.py .

@@ -26,13 +26,17 @@ from typing import Any
 
 import yaml
 
+from pykubelet.config import STANDALONE_POD_CIDR
 from pykubelet.cri.client import CRIClient
 from pykubelet.kube.client import KubeClient
+from pykubelet.network import assets
 from pykubelet.runtime import labels
 from tests.bench.startup import machine, percentile
 from tests.cluster.conftest import ADMIN, STATE, cluster_sh, kubectl
 from tests.helpers import wait_for
 from tests.runtime.conftest import BUSYBOX, ENDPOINT, free_port, remove_test_pods
+
+CNI_CONF_DIR = "/etc/cni/net.d"  # the test bed containerd's
 
 BIN = pathlib.Path(os.environ.get("PYKUBELET_CACHE", "/var/cache/pykubelet")) / "k8s" / "v1.36.3" / "bin"
 
@@ -95,7 +99,8 @@ class NodeAgent:
         else:
             argv = [sys.executable, "-m", "pykubelet.cli", "--kubeconfig", str(kubeconfig),
                     "--pod-manifest-path", str(manifests), "--root-dir", str(root),
-                    "--hostname-override", self.node, "--healthz-port", str(free_port())]
+                    "--hostname-override", self.node, "--healthz-port", str(free_port()),
+                    "--network-mode", "runtime"]  # the same containerd-run network as the kubelet's
         log = open(self.workdir / f"{self.kind}.log", "wb")
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -170,6 +175,10 @@ async def main() -> int:
     args = parser.parse_args()
     args.exits = min(args.exits, args.pods)  # the exits are measured on the one-by-one pods
     cluster_sh("up")
+    # Both agents get the same network, run by containerd (pykubelet in runtime mode).
+    network_dir = tempfile.mkdtemp(prefix="pykubelet-bench-ipam-")
+    assets.write_conflist(CNI_CONF_DIR, assets.render("pod-network.conflist", bridge="pkl0",
+                                                      pod_cidr=STANDALONE_POD_CIDR, ipam_dir=network_dir))
     kube = await KubeClient.from_kubeconfig(str(ADMIN), qps=1000, burst=1000)
     by_agent = {}
     async with CRIClient(ENDPOINT) as cri:
@@ -182,6 +191,7 @@ async def main() -> int:
                 if not os.environ.get("PYKUBELET_BENCH_KEEP"):
                     shutil.rmtree(workdir, ignore_errors=True)
     await kube.close()
+    shutil.rmtree(network_dir, ignore_errors=True)
     print(f"\nPod startup on a real control plane (ms); {machine()}, Kubernetes v1.36.3")
     print(f"{'':34} {'kubelet p50':>12} {'p99':>8} {'pykubelet p50':>14} {'p99':>8} {'p50 ratio':>10}")
     for metric in by_agent["kubelet"]:

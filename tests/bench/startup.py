@@ -21,8 +21,10 @@ import tempfile
 import time
 
 from pykubelet.api.pod import parse_pod
+from pykubelet.config import STANDALONE_POD_CIDR
 from pykubelet.cri.client import CRIClient
 from pykubelet.cri.v1 import api_pb2 as api
+from pykubelet.network import assets
 from pykubelet.runtime import specs
 from tests.helpers import wait_for
 from tests.runtime.conftest import ENDPOINT, NODE, AgentProcess, pod_manifest, remove_test_pods, write_manifest
@@ -57,7 +59,7 @@ async def measure_floor(cri: CRIClient, count: int, logs: str) -> list[float]:
 async def measure_pykubelet(cri: CRIClient, count: int, workdir: pathlib.Path) -> list[float]:
     manifests = workdir / "manifests"
     manifests.mkdir()
-    agent = AgentProcess(workdir, manifests).start()
+    agent = AgentProcess(workdir, manifests, "--network-mode", "runtime").start()  # the floor's network
     try:
         await wait_for(lambda: agent.pods() is not None, 30, "the agent to answer", describe=agent.describe)
         times = []
@@ -95,6 +97,11 @@ async def main() -> int:
     async with CRIClient(ENDPOINT) as cri:
         await remove_test_pods(cri)
         with tempfile.TemporaryDirectory(prefix="pykubelet-bench-") as tmp:
+            # The floor and pykubelet both get the network containerd runs itself (runtime mode);
+            # tests.bench.network compares that with agent mode.
+            network = assets.render("pod-network.conflist", bridge="pkl0", pod_cidr=STANDALONE_POD_CIDR,
+                                    ipam_dir=os.path.join(tmp, "ipam"))
+            assets.write_conflist("/etc/cni/net.d", network)
             floor = await measure_floor(cri, count, os.path.join(tmp, "floor-logs"))
             ours = await measure_pykubelet(cri, count, pathlib.Path(tmp))
     rows = [("CRI floor: RunPodSandbox+Create+Start", floor),
