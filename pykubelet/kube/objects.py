@@ -65,6 +65,11 @@ async def _list_then_watch(kube: KubeClient, path: str, query: dict[str, Any],
             version = ""
             await asyncio.sleep(delay)
             delay = min(delay * 2, RETRY_MAX)
+        except (ValueError, KeyError, TypeError) as e:  # a malformed answer: say so, keep watching
+            log.error("Unexpected answer while watching; retrying", what=what, err=repr(e), retryIn=delay)
+            version = ""
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX)
 
 
 @dataclass

@@ -65,12 +65,12 @@ def is_set_up(path: str) -> bool:
     return os.path.islink(os.path.join(path, DATA_DIR))
 
 
-def _write(path: str, payload: dict[str, FileProjection], in_memory: bool) -> None:
+def _write(path: str, payload: dict[str, FileProjection], in_memory: bool, fs_group: int | None) -> None:
     os.makedirs(path, mode=0o750, exist_ok=True)
     if in_memory and not os.path.ismount(path):
         subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs", path], check=True, capture_output=True)
     try:
-        write_atomic(path, payload)
+        write_atomic(path, payload, fs_group)
     except PayloadError as e:
         raise MountError(str(e)) from None
 
@@ -95,6 +95,7 @@ class ApiVolumes:
         """Write every such volume of the pod; volume name -> why it failed, for those that did."""
         self.register(pod)
         paths = volume_paths(self.root_dir, pod)
+        fs_group = (pod.raw.get("spec", {}).get("securityContext") or {}).get("fsGroup")
         failed = {}
         for volume in pod.raw.get("spec", {}).get("volumes") or []:
             name, kind = volume.get("name", ""), _kind(volume)
@@ -102,7 +103,8 @@ class ApiVolumes:
                 continue
             try:
                 payload = await self._payload(pod, kind, volume.get(kind) or {})
-                await asyncio.to_thread(_write, paths[name], payload, kind in IN_MEMORY)
+                await asyncio.to_thread(_write, paths[name], payload, kind in IN_MEMORY,
+                                        int(fs_group) if fs_group is not None else None)
             except (MountError, OSError, subprocess.CalledProcessError) as e:
                 failed[name] = str(e)
         return failed
@@ -166,4 +168,6 @@ class ApiVolumes:
                 int(source.get("expirationSeconds") or DEFAULT_EXPIRATION_SECONDS))
         except kube_errors.KubeError as e:
             raise MountError(f"failed to fetch token: {e.message or e}") from None
+        if (pod.raw.get("spec", {}).get("securityContext") or {}).get("fsGroup") is not None:
+            mode = 0o600  # the kubelet's: the fsGroup step makes it 0640, not readable by all
         return {source.get("path", "token"): FileProjection(token.encode(), mode)}

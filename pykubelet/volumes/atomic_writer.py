@@ -62,14 +62,20 @@ def _files_in(directory: str) -> set[str]:
     return out
 
 
-def _unchanged(directory: str, payload: dict[str, FileProjection]) -> bool:
+def _file_mode(projection: FileProjection, fs_group: int | None) -> int:
+    # With an fsGroup the kubelet makes a read-only volume's files group-readable (SetVolumeOwnership).
+    return projection.mode | 0o440 if fs_group is not None else projection.mode
+
+
+def _unchanged(directory: str, payload: dict[str, FileProjection], fs_group: int | None) -> bool:
     if _files_in(directory) != set(payload):
         return False
     for path, projection in payload.items():
         full = os.path.join(directory, path)
         stat = os.lstat(full)
-        if stat.st_mode & 0o7777 != projection.mode or \
-                (projection.uid is not None and stat.st_uid != projection.uid):
+        if stat.st_mode & 0o7777 != _file_mode(projection, fs_group) or \
+                (projection.uid is not None and stat.st_uid != projection.uid) or \
+                (fs_group is not None and stat.st_gid != fs_group):
             return False
         with open(full, "rb") as f:
             if f.read() != projection.data:
@@ -81,15 +87,18 @@ def _top(path: str) -> str:
     return os.path.normpath(path).split("/")[0]
 
 
-def write_atomic(target: str, payload: dict[str, FileProjection]) -> bool:
-    """Make `target` show exactly `payload`; False when it already did (nothing written)."""
+def write_atomic(target: str, payload: dict[str, FileProjection], fs_group: int | None = None) -> bool:
+    """Make `target` show exactly `payload`; False when it already did (nothing written).
+
+    `fs_group`: the pod's fsGroup; files and directories then belong to that group, readable by it.
+    """
     for path in payload:
         validate_path(path)
     payload = {os.path.normpath(p): v for p, v in payload.items()}
     os.makedirs(target, exist_ok=True)
     old = _current(target)
     old_visible = {_top(p) for p in _files_in(old)} if old and os.path.isdir(old) else set()
-    if old and os.path.isdir(old) and _unchanged(old, payload):
+    if old and os.path.isdir(old) and _unchanged(old, payload, fs_group):
         return False
 
     new = tempfile.mkdtemp(prefix=time.strftime("..%Y_%m_%d_%H_%M_%S.", time.gmtime()), dir=target)
@@ -99,9 +108,14 @@ def write_atomic(target: str, payload: dict[str, FileProjection]) -> bool:
         os.makedirs(os.path.dirname(full), mode=0o755, exist_ok=True)
         with open(full, "wb") as f:
             f.write(projection.data)
-        os.chmod(full, projection.mode)  # not subject to the umask
-        if projection.uid is not None:
-            os.chown(full, projection.uid, -1)
+        os.chmod(full, _file_mode(projection, fs_group))  # not subject to the umask
+        if projection.uid is not None or fs_group is not None:
+            os.chown(full, -1 if projection.uid is None else projection.uid, -1 if fs_group is None else fs_group)
+    if fs_group is not None:
+        for root, dirs, _ in os.walk(new):
+            for directory in [root, *(os.path.join(root, d) for d in dirs)]:
+                os.chown(directory, -1, fs_group)
+                os.chmod(directory, 0o2755 | 0o550)  # setgid, as SetVolumeOwnership leaves it
 
     link_tmp = os.path.join(target, _DATA_TMP)
     if os.path.lexists(link_tmp):

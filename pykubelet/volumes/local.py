@@ -3,7 +3,7 @@ checks), laid out as the kubelet lays them out and torn down with the pod.
 
     <root-dir>/pods/<uid>/volumes/kubernetes.io~empty-dir/<name>
 
-Volume types that need the apiserver (configMap, secret, projected...) come with their issue.
+Volumes from the API or the pod itself (configMap, secret, downwardAPI, projected) are in api.py.
 """
 
 from __future__ import annotations

@@ -193,8 +193,12 @@ def call_api(token: str, ca: pathlib.Path, path: str) -> int:
 
 
 async def test_service_account_token_volume_works_for_in_cluster_clients(node_agent, namespace):
-    apply(pod(namespace, "client", "cat /var/run/secrets/kubernetes.io/serviceaccount/namespace; echo; "
-                                   "ls /var/run/secrets/kubernetes.io/serviceaccount | tr '\\n' ,; echo; sleep 3600"))
+    # A non-root user reads the token through the pod's fsGroup, as with the kubelet.
+    client = pod(namespace, "client", "cd /var/run/secrets/kubernetes.io/serviceaccount; cat namespace; echo; "
+                                      "ls | tr '\\n' ,; echo; echo token-bytes=$(wc -c < token); sleep 3600",
+                 securityContext={"runAsUser": 1000})
+    client["spec"]["securityContext"] = {"fsGroup": 2000}
+    apply(client)
     p = await wait_for(lambda: running(namespace, "client"), 60, "the client pod to run", describe=node_agent.describe)
     volume = next(v for v in p["spec"]["volumes"] if v["name"].startswith("kube-api-access-"))
     host = volume_dir(node_agent, p, "kubernetes.io~projected", volume["name"])
@@ -202,12 +206,14 @@ async def test_service_account_token_volume_works_for_in_cluster_clients(node_ag
     assert (host / "namespace").read_text() == namespace
     assert (host / "ca.crt").read_text() == (STATE / "pki" / "ca.crt").read_text()
     token = (host / "token").read_text()
+    assert stat.S_IMODE((host / "token").stat().st_mode) == 0o640 and (host / "token").stat().st_gid == 2000
     claims = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))
     assert claims["sub"] == f"system:serviceaccount:{namespace}:default"
     assert claims["kubernetes.io"]["pod"]["name"] == "client"  # bound to the pod (TokenRequest boundObjectRef)
     assert call_api(token, host / "ca.crt", "/api") == 200
     assert call_api("not-a-token", host / "ca.crt", "/api") == 401
-    await wait_for(lambda: f"{namespace}\nca.crt,namespace,token," in output(node_agent, namespace, "client"), 30,
+    seen = f"{namespace}\nca.crt,namespace,token,\ntoken-bytes={len(token)}"
+    await wait_for(lambda: seen in output(node_agent, namespace, "client"), 30,
                    "the container to see its service account files", describe=node_agent.describe)
 
 

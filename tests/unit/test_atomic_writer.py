@@ -78,3 +78,14 @@ def test_an_empty_payload_leaves_only_the_data_link(tmp_path):
 def test_paths_that_escape_or_hide_are_refused(tmp_path, path):
     with pytest.raises(PayloadError):
         write_atomic(str(tmp_path / "vol"), {path: FileProjection(b"x")})
+
+
+def test_an_fs_group_owns_the_files_and_can_read_them(tmp_path):
+    target = tmp_path / "vol"
+    write_atomic(str(target), {"key": FileProjection(b"1", 0o400), "d/x": FileProjection(b"2", 0o600)}, fs_group=2000)
+    data = target / os.readlink(target / DATA_DIR)
+    assert (data / "key").stat().st_gid == 2000 and (data / "key").stat().st_mode & 0o777 == 0o440
+    assert (data / "d" / "x").stat().st_mode & 0o777 == 0o640
+    assert (data / "d").stat().st_gid == 2000 and (data / "d").stat().st_mode & 0o2000
+    assert not write_atomic(str(target), {"key": FileProjection(b"1", 0o400), "d/x": FileProjection(b"2", 0o600)},
+                            fs_group=2000)
