@@ -163,7 +163,8 @@ class PodSyncer:
                         known[name] = await self.api.objects.get(resource, pod.namespace, name)
                     except ObjectNotFound:
                         known[name] = None
-            await self.api.services.wait_synced()
+            if not pod.is_static:  # the kubelet waits for Services only for API pods
+                await self.api.services.wait_synced()
         except NotSynced as e:
             raise ContainerConfigError(str(e)) from None
         links = pod.raw.get("spec", {}).get("enableServiceLinks", True) is not False
@@ -217,8 +218,6 @@ class PodSyncer:
             env_sources = await self._env_sources(pod, container)
             config = specs.container_config(pod, container, image_ref, restart_count, self.node, pod_ip, mounts,
                                             env_sources)
-            for message in env_sources.skipped:
-                self._event(pod, name, WARNING, "InvalidEnvironmentVariableNames", message)
             if security.effective(pod, container).get("runAsNonRoot"):
                 image = await self.cri.image_status(image_ref)
                 username = image.username if image is not None else ""

@@ -37,8 +37,6 @@ class EnvSources:
     """Service link variables (FOO_SERVICE_HOST...), below every variable the pod sets."""
     has_api: bool = False
     """Whether there is an apiserver at all; without one a reference cannot be resolved."""
-    skipped: list[str] = field(default_factory=list)
-    """Filled in: InvalidEnvironmentVariableNames messages, for events."""
 
     def lookup(self, kind: str, namespace: str, name: str, optional: bool) -> dict[str, str] | None:
         """The object's data as text (None: missing and optional); ContainerConfigError otherwise."""
@@ -119,29 +117,15 @@ def resource_field_value(pod: Pod, ref: dict[str, Any], allocatable: dict[str, f
     return _resource_ref(pod, container, ref, allocatable)  # type: ignore[arg-type]
 
 
-# The API's relaxed rule for env names (RelaxedEnvironmentVariableValidation, GA): printable ASCII but '='.
-_RELAXED_ENV_NAME = re.compile(r"^[ -<>-~]+$")
-
-
 def _env_from(pod: Pod, container: Container, sources: EnvSources, env: dict[str, str]) -> None:
+    # Every key, prefixed: the API validates prefixes and keys, so the kubelet no longer checks names.
     for source in container.raw.get("envFrom") or []:
         prefix = source.get("prefix") or ""
-        for key, kind, what in (("configMapRef", "configMap", "configMap"), ("secretRef", "secret", "secret")):
+        for key, kind in (("configMapRef", "configMap"), ("secretRef", "secret")):
             ref = source.get(key)
-            if not ref:
-                continue
-            data = sources.lookup(kind, pod.namespace, ref.get("name", ""), bool(ref.get("optional")))
-            invalid = []
-            for name, value in (data or {}).items():
-                name = prefix + name
-                if not _RELAXED_ENV_NAME.match(name):
-                    invalid.append(name)
-                    continue
-                env[name] = value
-            if invalid:
-                sources.skipped.append(
-                    f"Keys [{', '.join(sorted(invalid))}] from the EnvFrom {what} {pod.namespace}/{ref.get('name', '')} "
-                    "were skipped since they are considered invalid environment variable names.")
+            if ref:
+                data = sources.lookup(kind, pod.namespace, ref.get("name", ""), bool(ref.get("optional")))
+                env.update((prefix + name, value) for name, value in (data or {}).items())
 
 
 def _key_ref(pod: Pod, kind: str, ref: dict[str, Any], sources: EnvSources) -> str | None:

@@ -271,25 +271,16 @@ def test_without_an_apiserver_a_reference_is_a_config_error_naming_it(value_from
     assert str(caught.value) == message
 
 
-def test_env_from_with_prefix_then_env_overrides_and_invalid_keys_are_reported():
-    sources = EnvSources({"settings": SETTINGS}, {"db": DB}, has_api=True)
+def test_env_from_with_prefix_then_env_overrides():
     env = sourced([{"name": "CFG_mode", "value": "slow"}, {"name": "URL", "value": "$(DB_user)@$(CFG_level)"}],
                   [{"configMapRef": {"name": "settings"}, "prefix": "CFG_"}, {"secretRef": {"name": "db"}, "prefix": "DB_"},
                    {"configMapRef": {"name": "absent-but-optional", "optional": True}}],
                   EnvSources({"settings": SETTINGS, "absent-but-optional": None}, {"db": DB}, has_api=True))
     values = dict(env)
+    # Keys are not checked as names: the API validated them (the kubelet no longer skips any).
     assert values["CFG_mode"] == "slow" and values["CFG_level"] == "3" and values["CFG_1bad"] == "x"
     assert values["DB_password"] == "s3cret"
     assert values["URL"] == "admin@3"
-    assert sources.skipped == []
-
-
-def test_env_from_skips_names_with_an_equals_sign_with_an_event_message():
-    sources = EnvSources({"settings": SETTINGS}, {}, has_api=True)
-    env = dict(sourced([], [{"configMapRef": {"name": "settings"}, "prefix": "A="}], sources))
-    assert env == {}
-    assert sources.skipped == ["Keys [A=1bad, A=level, A=mode] from the EnvFrom configMap shop/settings were "
-                               "skipped since they are considered invalid environment variable names."]
 
 
 def test_env_from_missing_object_is_a_config_error():
