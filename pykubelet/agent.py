@@ -36,6 +36,7 @@ from pykubelet.util.backoff import Backoff
 from pykubelet.util.durations import format_duration
 from pykubelet.util.hostip import default_route_ip
 from pykubelet.util.log import get_logger
+from pykubelet.volumes import local as local_volumes
 
 log = get_logger(__name__)
 
@@ -200,4 +201,7 @@ class Agent:
         while True:
             await pleg.relisted.wait()
             dispatcher.housekeeping(pleg.runtime_uids, pleg.snapshot_time)
+            known = set(dispatcher.desired) | set(dispatcher.workers) | set(pleg.runtime_uids)
+            for uid in await asyncio.to_thread(local_volumes.remove_orphaned_pod_dirs, self.settings.root_dir, known):
+                log.info("Removed the directory of an orphaned pod", uid=uid)
             await asyncio.sleep(HOUSEKEEPING_SECONDS)

@@ -129,3 +129,13 @@ def teardown_volumes(root_dir: str, uid: str) -> None:
             if _mounted(path):
                 subprocess.run(["umount", path], check=False, capture_output=True)
     shutil.rmtree(base, ignore_errors=True)
+
+
+def remove_orphaned_pod_dirs(root_dir: str, keep: set[str]) -> list[str]:
+    """Tear down <root-dir>/pods/<uid> of pods nothing knows any more (the kubelet's
+    cleanupOrphanedPodDirs): removed while the agent was down, their containers gone too."""
+    base = os.path.join(root_dir, "pods")
+    orphans = [uid for uid in (os.listdir(base) if os.path.isdir(base) else []) if uid not in keep]
+    for uid in orphans:
+        teardown_volumes(root_dir, uid)
+    return orphans

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from tests.helpers import wait_for
-from tests.runtime.conftest import NODE, phase, pod_manifest, write_manifest
+from tests.runtime.conftest import NODE, phase, pod_manifest, remove_test_pods, write_manifest
 
 
 async def test_static_pod_gets_a_downward_api_volume_and_api_references_are_refused(agent, manifests, tmp_path):
@@ -31,3 +31,22 @@ async def test_static_pod_gets_a_downward_api_volume_and_api_references_are_refu
 
     (manifests / "info.yaml").unlink()
     await wait_for(lambda: not volume.exists(), 30, "the volume to be removed with the pod", describe=agent.describe)
+
+
+async def test_a_pod_gone_while_the_agent_was_down_has_its_directory_unmounted_and_removed(agent, cri, manifests,
+                                                                                          tmp_path):
+    info = pod_manifest("gone", "sleep 3600", volumeMounts=[{"name": "info", "mountPath": "/etc/info"}])
+    info["spec"]["volumes"] = [{"name": "info", "downwardAPI": {"items": [
+        {"path": "name", "fieldRef": {"fieldPath": "metadata.name"}}]}}]
+    write_manifest(manifests, "gone", info)
+    pod = await agent.wait_pod(f"gone-{NODE}", lambda p: phase(p) == "Running", 30, "the pod Running")
+    pod_dir = tmp_path / "root" / "pods" / pod["metadata"]["uid"]
+    assert os.path.ismount(pod_dir / "volumes" / "kubernetes.io~downward-api" / "info")
+
+    agent.stop()
+    (manifests / "gone.yaml").unlink()
+    await remove_test_pods(cri)  # the runtime lost it too (say, containerd's state was wiped)
+    agent.start()
+    await wait_for(lambda: not pod_dir.exists(), 30, "the orphaned pod directory to be removed",
+                   describe=agent.describe)
+    assert str(pod_dir) not in open("/proc/mounts").read()

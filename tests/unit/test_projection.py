@@ -170,3 +170,55 @@ def test_the_static_pod_source_refuses_a_manifest_naming_file_and_field(tmp_path
         read_manifest(str(path), "node1")
     assert str(caught.value) == (f"{path}: static pods may not reference configmaps "
                                  "(spec.containers[0].env[0].valueFrom.configMapKeyRef)")
+
+
+class FakeTokenApi:
+    """Answers TokenRequests like the apiserver: a new token each time, or an error."""
+
+    def __init__(self, clock):
+        self.clock = clock
+        self.requests: list[tuple[str, dict]] = []
+        self.fail = False
+
+    async def create(self, path, body):
+        from datetime import datetime, timezone
+
+        from pykubelet.kube import errors
+
+        self.requests.append((path, body))
+        if self.fail:
+            raise errors.Unreachable("POST", path, 0, "ClientConnectorError", "connection refused")
+        expires = datetime.fromtimestamp(self.clock() + body["spec"]["expirationSeconds"], timezone.utc)
+        return {"spec": body["spec"], "status": {"token": f"token-{len(self.requests)}",
+                                                 "expirationTimestamp": expires.strftime("%Y-%m-%dT%H:%M:%SZ")}}
+
+
+async def test_token_manager_caches_refreshes_and_rides_out_a_failed_refresh():
+    from pykubelet.kube import errors
+    from pykubelet.kube.tokens import TokenManager
+
+    now = [1_000_000.0]
+    api = FakeTokenApi(lambda: now[0])
+    tokens = TokenManager(api, clock=lambda: now[0])  # type: ignore[arg-type]
+
+    first = await tokens.get("shop", "default", "web", "uid-1", "", 3600)
+    path, body = api.requests[0]
+    assert path == "/api/v1/namespaces/shop/serviceaccounts/default/token"
+    assert body["spec"]["boundObjectRef"] == {"apiVersion": "v1", "kind": "Pod", "name": "web", "uid": "uid-1"}
+    assert "audiences" not in body["spec"]
+    now[0] += 0.5 * 3600
+    assert await tokens.get("shop", "default", "web", "uid-1", "", 3600) == first and len(api.requests) == 1
+
+    now[0] += 0.35 * 3600  # 85% of its lifetime: refresh; a failure keeps the still-valid token
+    api.fail = True
+    assert await tokens.get("shop", "default", "web", "uid-1", "", 3600) == first
+    api.fail = False
+    assert await tokens.get("shop", "default", "web", "uid-1", "", 3600) != first
+
+    await tokens.get("shop", "default", "web", "uid-1", "vault", 3600)
+    assert api.requests[-1][1]["spec"]["audiences"] == ["vault"]
+    tokens.forget("uid-1")
+    now[0] += 2 * 3600  # expired and nothing cached: the error reaches the caller
+    api.fail = True
+    with pytest.raises(errors.KubeError):
+        await tokens.get("shop", "default", "web", "uid-1", "", 3600)
