@@ -45,6 +45,14 @@ def parse_time(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
+def _parse(answer: Any, expiration_seconds: int, path: str) -> Token:
+    try:
+        return Token(answer["status"]["token"], parse_time(answer["status"]["expirationTimestamp"]),
+                     int((answer.get("spec") or {}).get("expirationSeconds") or expiration_seconds))
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise errors.KubeError("POST", path, 0, "BadResponse", f"unexpected TokenRequest answer: {e!r}") from None
+
+
 class TokenManager:
     def __init__(self, kube: KubeClient, clock: Callable[[], float] = time.time):
         self.kube = kube
@@ -69,20 +77,19 @@ class TokenManager:
         }
         if audience:
             body["spec"]["audiences"] = [audience]
+        path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{service_account}/token"
         try:
-            answer = await self.kube.create(
-                f"/api/v1/namespaces/{namespace}/serviceaccounts/{service_account}/token", body)
+            answer = await self.kube.create(path, body)
+            token = _parse(answer, expiration_seconds, path)
         except errors.KubeError as e:
             if cached and now < cached.expires_at:
                 log.warning("Could not refresh a service account token; the current one is still valid",
                             pod=f"{namespace}/{pod_name}", serviceAccount=service_account, err=str(e))
                 return cached.token
             raise
-        token = Token(answer["status"]["token"], parse_time(answer["status"]["expirationTimestamp"]),
-                      int((answer.get("spec") or {}).get("expirationSeconds") or expiration_seconds))
         self._cache[key] = token
         log.debug("Got a service account token", pod=f"{namespace}/{pod_name}", serviceAccount=service_account,
-                  expires=answer["status"]["expirationTimestamp"])
+                  expiresIn=round(token.expires_at - now))
         return token.token
 
     def forget(self, pod_uid: str) -> None:
