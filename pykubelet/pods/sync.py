@@ -93,9 +93,11 @@ class PodSyncer:
                                                         pod.termination_grace_period_seconds)
                                    for cid, why in actions.kill.items()))
             result.changed = True
-        live = not actions.kill_pod and not is_terminal(pod, state)
-        if live and not await self._mount_volumes(pod, actions.start, result):
+        finished = is_terminal(pod, state)
+        if not actions.kill_pod and not finished and not await self._mount_volumes(pod, actions.start, result):
             return result
+        if finished:
+            await self.api_volumes.teardown(pod)
         if not actions.start:
             return result
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
 from dataclasses import dataclass
 from typing import Any
@@ -75,6 +76,14 @@ def _write(path: str, payload: dict[str, FileProjection], in_memory: bool, fs_gr
         raise MountError(str(e)) from None
 
 
+def _remove(paths: list[str]) -> None:
+    for path in paths:
+        if os.path.ismount(path):
+            subprocess.run(["umount", path], check=False, capture_output=True)
+        if os.path.lexists(path) and not os.path.ismount(path):
+            shutil.rmtree(path, ignore_errors=True)
+
+
 class ApiVolumes:
     def __init__(self, root_dir: str, allocatable: dict[str, float], clients: ApiClients | None):
         self.root_dir = root_dir
@@ -90,6 +99,12 @@ class ApiVolumes:
         if self.clients is not None:
             self.clients.objects.unregister(uid)
             self.clients.tokens.forget(uid)
+
+    async def teardown(self, pod: Pod) -> None:
+        """Unmount and remove these volumes of a pod that finished for good, and stop watching
+        its objects (the kubelet unmounts a terminated pod's volumes; its directory stays)."""
+        self.forget(pod.uid)
+        await asyncio.to_thread(_remove, list(volume_paths(self.root_dir, pod).values()))
 
     async def setup(self, pod: Pod) -> dict[str, str]:
         """Write every such volume of the pod; volume name -> why it failed, for those that did."""

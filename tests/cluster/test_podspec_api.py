@@ -233,3 +233,20 @@ async def test_downward_api_volume_follows_label_changes(node_agent, namespace):
     kubectl("label", "pod", "info", "-n", namespace, "tier=gold")
     await wait_for(lambda: 'info 64 app="info" tier="gold"' in output(node_agent, namespace, "info"), 20,
                    "the new label in the container", describe=node_agent.describe)
+
+
+async def test_a_finished_pod_has_its_volumes_unmounted(node_agent, namespace):
+    apply(config_map(namespace, "job-input", {"task": "sum"}))
+    job = pod(namespace, "job", "cat /etc/job/task", volumes=[{"name": "job", "configMap": {"name": "job-input"}}],
+              mounts=[{"name": "job", "mountPath": "/etc/job"}])
+    job["spec"]["restartPolicy"] = "Never"
+    apply(job)
+    p = await wait_for(lambda: (get_pod(namespace, "job") or {}).get("status", {}).get("phase") == "Succeeded"
+                       and get_pod(namespace, "job"), 60, "the job pod to succeed", describe=node_agent.describe)
+    assert "sum" in output(node_agent, namespace, "job")
+    volumes = volume_dir(node_agent, p, "kubernetes.io~configmap", "job").parent.parent
+    projected = volumes / "kubernetes.io~projected"
+    await wait_for(lambda: not (volumes / "kubernetes.io~configmap" / "job").exists()
+                   and not any(projected.iterdir()), 30, "the finished pod's volumes to be removed",
+                   describe=node_agent.describe)
+    assert str(projected) not in pathlib.Path("/proc/mounts").read_text()
