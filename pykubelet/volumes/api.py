@@ -67,9 +67,10 @@ def is_set_up(path: str) -> bool:
 
 
 def _write(path: str, payload: dict[str, FileProjection], in_memory: bool, fs_group: int | None) -> None:
-    os.makedirs(path, mode=0o750, exist_ok=True)
+    os.makedirs(path, exist_ok=True)
     if in_memory and not os.path.ismount(path):
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs", path], check=True, capture_output=True)
+        subprocess.run(["mount", "-t", "tmpfs", "tmpfs", path], check=True, capture_output=True)
+    os.chmod(path, 0o777)  # as the kubelet's wrapping emptyDir leaves it: any runAsUser gets in
     try:
         write_atomic(path, payload, fs_group)
     except PayloadError as e:

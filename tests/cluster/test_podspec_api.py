@@ -236,9 +236,11 @@ async def test_downward_api_volume_follows_label_changes(node_agent, namespace):
 
 
 async def test_a_finished_pod_has_its_volumes_unmounted(node_agent, namespace):
+    # Run as a user: any user can read a configMap volume.
     apply(config_map(namespace, "job-input", {"task": "sum"}))
     job = pod(namespace, "job", "cat /etc/job/task", volumes=[{"name": "job", "configMap": {"name": "job-input"}}],
-              mounts=[{"name": "job", "mountPath": "/etc/job"}])
+              mounts=[{"name": "job", "mountPath": "/etc/job"}],
+              securityContext={"runAsUser": 1000, "runAsGroup": 1000})
     job["spec"]["restartPolicy"] = "Never"
     apply(job)
     p = await wait_for(lambda: (get_pod(namespace, "job") or {}).get("status", {}).get("phase") == "Succeeded"
