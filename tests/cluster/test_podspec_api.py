@@ -105,7 +105,8 @@ async def test_config_map_volume_items_modes_optional_and_updates(node_agent, na
     assert os.readlink(host / "..data").startswith("..20")
     assert os.readlink(host / "greet") == "..data/greet"
     assert stat.S_IMODE((host / "greet" / "text").stat().st_mode) == 0o400
-    assert stat.S_IMODE((volume_dir(node_agent, p, "kubernetes.io~configmap", "all") / "colour").stat().st_mode) == 0o600
+    everything = volume_dir(node_agent, p, "kubernetes.io~configmap", "all")
+    assert stat.S_IMODE((everything / "colour").stat().st_mode) == 0o600
     maybe = volume_dir(node_agent, p, "kubernetes.io~configmap", "maybe")  # optional and missing: empty
     assert (maybe / "..data").is_symlink() and not [e for e in maybe.iterdir() if not e.name.startswith("..")]
 
@@ -128,7 +129,8 @@ async def test_secrets_env_env_from_and_service_links(node_agent, namespace):
             "spec": {"selector": {"app": "nothing"}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}}])
     service_ip = kubectl_json("get", "service", "web-front", "-n", namespace)["spec"]["clusterIP"]
     apply(pod(namespace, "envy", "env | sort; echo file=$(cat /etc/db/password); sleep 3600",
-              volumes=[{"name": "db", "secret": {"secretName": "db", "items": [{"key": "password", "path": "password"}]}}],
+              volumes=[{"name": "db", "secret": {"secretName": "db",
+                                                 "items": [{"key": "password", "path": "password"}]}}],
               mounts=[{"name": "db", "mountPath": "/etc/db"}],
               env=[{"name": "PASSWORD", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}},
                    {"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "mode"}}},

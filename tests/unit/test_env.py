@@ -247,7 +247,8 @@ def test_key_refs_read_the_object(value_from, expected):
 @pytest.mark.parametrize("value_from, message", [
     ({"configMapKeyRef": {"name": "gone", "key": "mode"}}, 'configmap "gone" not found'),
     ({"secretKeyRef": {"name": "nope", "key": "password"}}, 'secret "nope" not found'),
-    ({"configMapKeyRef": {"name": "settings", "key": "missing"}}, "couldn't find key missing in ConfigMap shop/settings"),
+    ({"configMapKeyRef": {"name": "settings", "key": "missing"}},
+     "couldn't find key missing in ConfigMap shop/settings"),
     ({"secretKeyRef": {"name": "db", "key": "missing"}}, "couldn't find key missing in Secret shop/db"),
 ])
 def test_missing_object_or_key_is_the_kubelets_config_error(value_from, message):
@@ -262,7 +263,8 @@ def test_optional_missing_reference_leaves_the_variable_unset(ref):
 
 
 @pytest.mark.parametrize("value_from, message", [
-    ({"configMapKeyRef": {"name": "settings", "key": "mode"}}, "couldn't get configMap shop/settings, no kubeClient defined"),
+    ({"configMapKeyRef": {"name": "settings", "key": "mode"}},
+     "couldn't get configMap shop/settings, no kubeClient defined"),
     ({"secretKeyRef": {"name": "db", "key": "password"}}, "couldn't get secret shop/db, no kubeClient defined"),
 ])
 def test_without_an_apiserver_a_reference_is_a_config_error_naming_it(value_from, message):
@@ -273,7 +275,8 @@ def test_without_an_apiserver_a_reference_is_a_config_error_naming_it(value_from
 
 def test_env_from_with_prefix_then_env_overrides():
     env = sourced([{"name": "CFG_mode", "value": "slow"}, {"name": "URL", "value": "$(DB_user)@$(CFG_level)"}],
-                  [{"configMapRef": {"name": "settings"}, "prefix": "CFG_"}, {"secretRef": {"name": "db"}, "prefix": "DB_"},
+                  [{"configMapRef": {"name": "settings"}, "prefix": "CFG_"},
+                   {"secretRef": {"name": "db"}, "prefix": "DB_"},
                    {"configMapRef": {"name": "absent-but-optional", "optional": True}}],
                   EnvSources({"settings": SETTINGS, "absent-but-optional": None}, {"db": DB}, has_api=True))
     values = dict(env)
