@@ -101,7 +101,6 @@ class Agent:
                 allocatable={"cpu": float(host_info.cpus), "memory": float(node_allocatable.memory_bytes)},
                 dns=ClusterDNS(tuple(s.cluster.cluster_dns), s.cluster.cluster_domain, s.cluster.resolv_conf),
                 root_dir=s.root_dir, seccomp_root=os.path.join(s.root_dir, "seccomp"))
-            api_clients = None
             if kube is not None:
                 from pykubelet.kube.objects import ObjectCache, ServiceCache
                 from pykubelet.kube.tokens import TokenManager

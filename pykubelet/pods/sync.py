@@ -11,17 +11,17 @@ import shutil
 from dataclasses import dataclass, field
 
 from pykubelet.api.pod import Container, Pod
+from pykubelet.api.references import referenced_names
 from pykubelet.cri import errors
 from pykubelet.cri.client import CRIClient
 from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.kube.events import NORMAL, WARNING, EventRecorder, pod_ref
+from pykubelet.kube.objects import NotSynced, ObjectNotFound
 from pykubelet.pods.actions import compute_pod_actions, is_terminal
 from pykubelet.runtime import gc, security, specs
-from pykubelet.api.references import referenced_names
-from pykubelet.kube.objects import NotSynced, ObjectNotFound
 from pykubelet.runtime.env import ContainerConfigError, EnvSources
-from pykubelet.runtime.service_env import service_env, services_for_pod
 from pykubelet.runtime.images import IMAGE_PULL_BACKOFF, ImageError, ImageManager
+from pykubelet.runtime.service_env import service_env, services_for_pod
 from pykubelet.runtime.state import EXITED, ContainerState, PodRuntimeState
 from pykubelet.util.backoff import Backoff
 from pykubelet.volumes import api as api_volumes
