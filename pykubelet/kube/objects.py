@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # the client costs ~40 MB: imported only when joining a clust
 
 log = get_logger(__name__)
 
-RETRY_MIN, RETRY_MAX = 0.5, 30.0
+RETRY_MIN, RETRY_MAX = 0.1, 30.0  # short first: a 403 just after binding clears within moments
 SYNC_TIMEOUT = 10.0
 # resource (plural, the API path) -> the singular the kubelet's errors use: configmap "x" not found
 SINGULAR = {"configmaps": "configmap", "secrets": "secret"}

@@ -5,6 +5,7 @@ their lifetime has passed or they are older than 24 hours (each with up to 10 s 
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ log = get_logger(__name__)
 MAX_TTL_SECONDS = 24 * 3600
 MAX_JITTER_SECONDS = 10.0
 DEFAULT_EXPIRATION_SECONDS = 3600  # what the API defaults a projected token's expirationSeconds to
+FORBIDDEN_RETRY_SECONDS, FORBIDDEN_RETRY_MAX_SECONDS = 0.1, 1.0
 
 
 @dataclass(frozen=True)
@@ -79,8 +81,7 @@ class TokenManager:
             body["spec"]["audiences"] = [audience]
         path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{service_account}/token"
         try:
-            answer = await self.kube.create(path, body)
-            token = _parse(answer, expiration_seconds, path)
+            token = await self._request(path, body, expiration_seconds)
         except errors.KubeError as e:
             if cached and now < cached.expires_at:
                 log.warning("Could not refresh a service account token; the current one is still valid",
@@ -91,6 +92,18 @@ class TokenManager:
         log.debug("Got a service account token", pod=f"{namespace}/{pod_name}", serviceAccount=service_account,
                   expiresIn=round(token.expires_at - now))
         return token.token
+
+    async def _request(self, path: str, body: dict[str, Any], expiration_seconds: int) -> Token:
+        # Right after a pod is bound the Node authorizer may not know it yet (403): ask again shortly.
+        delay = FORBIDDEN_RETRY_SECONDS
+        while True:
+            try:
+                return _parse(await self.kube.create(path, body), expiration_seconds, path)
+            except errors.KubeError as e:
+                if e.status != 403 or delay > FORBIDDEN_RETRY_MAX_SECONDS:
+                    raise
+            await asyncio.sleep(delay)
+            delay *= 2
 
     def forget(self, pod_uid: str) -> None:
         """Drop a removed pod's tokens."""
