@@ -24,6 +24,7 @@ from pykubelet.api.references import referenced_names
 from pykubelet.kube import errors as kube_errors
 from pykubelet.kube.objects import SINGULAR, NotSynced, ObjectCache, ObjectNotFound, ServiceCache
 from pykubelet.kube.tokens import DEFAULT_EXPIRATION_SECONDS, TokenManager
+from pykubelet.runtime import security
 from pykubelet.volumes.atomic_writer import DATA_DIR, FileProjection, PayloadError, write_atomic
 from pykubelet.volumes.projection import (DEFAULT_MODE, MountError, aggregate, downward_api_payload,
                                           object_payload)
@@ -75,6 +76,14 @@ def _write(path: str, payload: dict[str, FileProjection], in_memory: bool, fs_gr
         write_atomic(path, payload, fs_group)
     except PayloadError as e:
         raise MountError(str(e)) from None
+
+
+def fs_user_of(pod: Pod) -> int | None:
+    """The user every container of the pod runs as, when they all set the same one (FsUserFrom):
+    the owner of the pod's service account token files."""
+    users = {security.effective(pod, c).get("runAsUser") for c in (*pod.init_containers, *pod.containers)}
+    user = users.pop() if len(users) == 1 else None
+    return int(user) if user is not None else None
 
 
 def _remove(paths: list[str]) -> None:
@@ -184,6 +193,7 @@ class ApiVolumes:
                 int(source.get("expirationSeconds") or DEFAULT_EXPIRATION_SECONDS))
         except kube_errors.KubeError as e:
             raise MountError(f"failed to fetch token: {e.message or e}") from None
-        if (pod.raw.get("spec", {}).get("securityContext") or {}).get("fsGroup") is not None:
-            mode = 0o600  # the kubelet's: the fsGroup step makes it 0640, not readable by all
-        return {source.get("path", "token"): FileProjection(token.encode(), mode)}
+        fs_user = fs_user_of(pod)
+        if fs_user is not None or (pod.raw.get("spec", {}).get("securityContext") or {}).get("fsGroup") is not None:
+            mode = 0o600  # the kubelet's: readable by the pod's one user, or 0640 after the fsGroup step
+        return {source.get("path", "token"): FileProjection(token.encode(), mode, fs_user)}

@@ -208,7 +208,8 @@ async def test_service_account_token_volume_works_for_in_cluster_clients(node_ag
     assert (host / "namespace").read_text() == namespace
     assert (host / "ca.crt").read_text() == (STATE / "pki" / "ca.crt").read_text()
     token = (host / "token").read_text()
-    assert stat.S_IMODE((host / "token").stat().st_mode) == 0o640 and (host / "token").stat().st_gid == 2000
+    owner = (host / "token").stat()  # the pod's one user owns it; the fsGroup may read it
+    assert (stat.S_IMODE(owner.st_mode), owner.st_uid, owner.st_gid) == (0o640, 1000, 2000)
     claims = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))
     assert claims["sub"] == f"system:serviceaccount:{namespace}:default"
     assert claims["kubernetes.io"]["pod"]["name"] == "client"  # bound to the pod (TokenRequest boundObjectRef)

@@ -222,3 +222,18 @@ async def test_token_manager_caches_refreshes_and_rides_out_a_failed_refresh():
     api.fail = True
     with pytest.raises(errors.KubeError):
         await tokens.get("shop", "default", "web", "uid-1", "", 3600)
+
+
+@pytest.mark.parametrize("pod_ctx, contexts, expected", [
+    ({}, [{}, {}], None),
+    ({"runAsUser": 1000}, [{}, {}], 1000),
+    ({}, [{"runAsUser": 1000}, {"runAsUser": 1000}], 1000),
+    ({"runAsUser": 1000}, [{}, {"runAsUser": 2000}], None),   # two users: no single owner
+    ({}, [{"runAsUser": 1000}, {}], None),                      # one runs as the image's user
+])
+def test_token_files_belong_to_the_one_user_all_containers_run_as(pod_ctx, contexts, expected):
+    from pykubelet.volumes.api import fs_user_of
+
+    containers = [{"name": f"c{i}", "image": "i", "securityContext": ctx} for i, ctx in enumerate(contexts)]
+    pod = parse_pod({"metadata": {"name": "p"}, "spec": {"securityContext": pod_ctx, "containers": containers}}, "t")
+    assert fs_user_of(pod) == expected
