@@ -72,6 +72,13 @@ async def _list_then_watch(kube: KubeClient, path: str, query: dict[str, Any],
             delay = min(delay * 2, RETRY_MAX)
 
 
+def _report_death(task: asyncio.Task[None]) -> None:
+    """A watch ends only by cancellation; anything else is a bug to say out loud."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("Object watch died; its pods will report the object as not synced", task=task.get_name(),
+                  exc_info=task.exception())
+
+
 @dataclass
 class _Watched:
     task: asyncio.Task[None] | None = None
@@ -98,6 +105,7 @@ class ObjectCache:
             if item is None:
                 item = self._items[key] = _Watched()
                 item.task = asyncio.create_task(self._watch(key, item), name=f"watch-{key[0]}-{key[1]}-{key[2]}")
+                item.task.add_done_callback(_report_death)
             item.users.add(uid)
         self._by_pod[uid] = keys
         self._release(uid, old - keys)
