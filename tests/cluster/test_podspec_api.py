@@ -87,16 +87,18 @@ async def test_config_map_volume_items_modes_optional_and_updates(node_agent, na
     apply(config_map(namespace, "cfg", {"greeting": "hello", "colour": "blue"}))
     apply(pod(namespace, "reader",
               "touch /etc/cfg/x 2>/dev/null && echo writable || echo read-only; "
-              "while true; do echo \"greeting=$(cat /etc/cfg/greet/text) all=$(ls /etc/all | tr '\\n' ,)\"; "
+              "while true; do echo \"greeting=$(cat /etc/cfg/greet/text) colour=$(cat /etc/colour.conf) "
+              "all=$(ls /etc/all | tr '\\n' ,)\"; "
               "sleep 0.3; done",
               volumes=[{"name": "cfg", "configMap": {"name": "cfg", "items": [
                            {"key": "greeting", "path": "greet/text", "mode": 0o400}]}},
                        {"name": "all", "configMap": {"name": "cfg", "defaultMode": 0o600}},
                        {"name": "maybe", "configMap": {"name": "not-there", "optional": True}}],
               mounts=[{"name": "cfg", "mountPath": "/etc/cfg"}, {"name": "all", "mountPath": "/etc/all"},
-                      {"name": "maybe", "mountPath": "/etc/maybe"}]))
+                      {"name": "maybe", "mountPath": "/etc/maybe"},
+                      {"name": "all", "mountPath": "/etc/colour.conf", "subPath": "colour"}]))
     p = await wait_for(lambda: running(namespace, "reader"), 60, "the reader pod to run", describe=node_agent.describe)
-    await wait_for(lambda: "greeting=hello all=colour,greeting," in output(node_agent, namespace, "reader"), 30,
+    await wait_for(lambda: "greeting=hello colour=blue all=colour,greeting," in output(node_agent, namespace, "reader"), 30,
                    "the container to print the configMap", describe=node_agent.describe)
     assert "read-only" in output(node_agent, namespace, "reader")
 
@@ -112,9 +114,13 @@ async def test_config_map_volume_items_modes_optional_and_updates(node_agent, na
 
     # An update reaches the running container within seconds (the object is watched).
     kubectl("patch", "configmap", "cfg", "-n", namespace, "--type", "merge", "-p",
-            json.dumps({"data": {"greeting": "bonjour", "shape": "round"}}))
-    await wait_for(lambda: "greeting=bonjour all=colour,greeting,shape," in output(node_agent, namespace, "reader"),
+            json.dumps({"data": {"greeting": "bonjour", "colour": "red", "shape": "round"}}))
+    # ...except through a subPath mount, which keeps the file it was given (as with the kubelet).
+    await wait_for(lambda: "greeting=bonjour colour=blue all=colour,greeting,shape," in output(node_agent, namespace,
+                                                                                               "reader"),
                    20, "the updated configMap in the container", describe=node_agent.describe)
+
+    assert (everything / "colour").read_text() == "red"
 
     # Removed with the pod.
     kubectl("delete", "pod", "reader", "-n", namespace, "--wait=false")
