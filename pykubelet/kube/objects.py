@@ -38,15 +38,19 @@ class NotSynced(Exception):
 
 async def _list_then_watch(kube: KubeClient, path: str, query: dict[str, Any],
                            on_list: Callable[[list[dict[str, Any]]], None],
-                           on_event: Callable[[str, dict[str, Any]], None], what: str) -> None:
-    """client-go's reflector, small: list, watch from there, relist on 410, back off on errors."""
+                           on_event: Callable[[str, dict[str, Any]], None], what: str,
+                           done: Callable[[], bool] = lambda: False) -> None:
+    """client-go's reflector, small: list, watch from there, relist on 410, back off on errors;
+    returns once `done()` (an immutable object needs no watch)."""
     version, delay = "", RETRY_MIN
-    while True:
+    while not done():
         try:
             if not version:
                 answer = await kube.get(path, **query)
                 version = answer["metadata"]["resourceVersion"]
                 on_list(answer.get("items") or [])
+                if done():
+                    return
             async for event in kube.watch(path, {**query, "resourceVersion": version}, random.randint(300, 600)):
                 kind, obj = event.get("type"), event.get("object") or {}
                 if kind == "ERROR":
@@ -56,6 +60,8 @@ async def _list_then_watch(kube: KubeClient, path: str, query: dict[str, Any],
                 version = (obj.get("metadata") or {}).get("resourceVersion", version)
                 if kind != "BOOKMARK":
                     on_event(kind, obj)
+                    if done():
+                        return
             delay = RETRY_MIN
         except errors.Gone:
             version = ""
@@ -163,7 +169,9 @@ class ObjectCache:
         await _list_then_watch(self.kube, f"/api/v1/namespaces/{namespace}/{resource}",
                                {"fieldSelector": f"metadata.name={name}"},
                                lambda items: changed(items[0] if items else None), on_event,
-                               f"{resource}/{namespace}/{name}")
+                               f"{resource}/{namespace}/{name}",
+                               # As the kubelet: an immutable object cannot change, so stop watching it.
+                               done=lambda: bool((item.obj or {}).get("immutable")))
 
 
 class ServiceCache:

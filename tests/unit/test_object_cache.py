@@ -87,3 +87,16 @@ async def test_a_missing_object_reads_as_the_kubelets_not_found_until_it_is_crea
     assert woken == ["pod-1"]
     assert (await cache.get("secrets", "ns", "late"))["data"] == {"k": "dg=="}
     await cache.close()
+
+
+async def test_an_immutable_object_is_not_watched_once_read():
+    api = FakeApi()
+    api.put("fixed", {"a": "1"})
+    api.objects["fixed"]["immutable"] = True
+    cache = ObjectCache(api, lambda uid: None)  # type: ignore[arg-type]
+    cache.register("pod-1", "ns", {"configmaps": {"fixed"}})
+    assert (await cache.get("configmaps", "ns", "fixed"))["data"] == {"a": "1"}
+    await settle()
+    assert api.watchers == []
+    assert (await cache.get("configmaps", "ns", "fixed"))["data"] == {"a": "1"}
+    cache.unregister("pod-1")
