@@ -37,6 +37,7 @@ from pykubelet.util.backoff import Backoff
 from pykubelet.util.durations import format_duration
 from pykubelet.util.hostip import default_route_ip
 from pykubelet.util.log import get_logger
+from pykubelet.volumes import local as local_volumes
 
 log = get_logger(__name__)
 
@@ -80,6 +81,7 @@ class Agent:
         kube = None
         runner = None
         dispatcher = None
+        api_clients = None
         try:
             if s.cluster.kubeconfig:
                 from pykubelet.kube.client import KubeClient  # costs ~40 MB: only when joining a cluster
@@ -100,8 +102,17 @@ class Agent:
                 allocatable={"cpu": float(host_info.cpus), "memory": float(node_allocatable.memory_bytes)},
                 dns=ClusterDNS(tuple(s.cluster.cluster_dns), s.cluster.cluster_domain, s.cluster.resolv_conf),
                 root_dir=s.root_dir, seccomp_root=os.path.join(s.root_dir, "seccomp"))
+            if kube is not None:
+                from pykubelet.kube.objects import ObjectCache, ServiceCache
+                from pykubelet.kube.tokens import TokenManager
+                from pykubelet.volumes.api import ApiClients
+
+                # A changed ConfigMap or Secret wakes the pods that read it (dispatcher: just below).
+                api_clients = ApiClients(ObjectCache(kube, lambda uid: dispatcher.wake(uid) if dispatcher else None),
+                                         TokenManager(kube), ServiceCache(kube))
+                self._spawn("service-watch", api_clients.services.run())
             syncer = PodSyncer(cri, ImageManager(cri, Backoff()), Backoff(), s.pods.pod_logs_dir, recorder,
-                               node_facts)
+                               node_facts, api_clients)
             deps = WorkerDeps(cri, syncer, statuses, recorder, lambda: node_ip, s.pods.sync_frequency)
             dispatcher = PodDispatcher(deps, statuses, s.node_name, lambda: node_allocatable)
             deps.probes = ProbeManager(cri, recorder, dispatcher.wake)
@@ -132,6 +143,8 @@ class Agent:
             await asyncio.gather(*self._tasks.values(), return_exceptions=True)
             if dispatcher is not None:
                 await dispatcher.stop()
+            if api_clients is not None:
+                await api_clients.objects.close()
             if runner is not None:
                 await runner.cleanup()
             if kube is not None:
@@ -190,4 +203,7 @@ class Agent:
         while True:
             await pleg.relisted.wait()
             dispatcher.housekeeping(pleg.runtime_uids, pleg.snapshot_time)
+            known = set(dispatcher.desired) | set(dispatcher.workers) | set(pleg.runtime_uids)
+            for uid in await asyncio.to_thread(local_volumes.remove_orphaned_pod_dirs, self.settings.root_dir, known):
+                log.info("Removed the directory of an orphaned pod", uid=uid)
             await asyncio.sleep(HOUSEKEEPING_SECONDS)

@@ -22,3 +22,18 @@ async def wait_for(condition: Callable[[], Any | Awaitable[Any]], timeout: float
             detail = f"\n{describe()}" if describe else ""
             raise AssertionError(f"timed out after {timeout}s waiting for {what}{detail}")
         await asyncio.sleep(interval)
+
+
+def unmount_under(directory: str) -> None:
+    """Unmount whatever an agent left mounted below `directory` (the tmpfs of secret,
+    projected and memory emptyDir volumes of pods still running when a test stopped it)."""
+    import os
+    import subprocess
+
+    prefix = os.path.realpath(directory) + "/"
+    with open("/proc/mounts") as f:
+        points = [line.split()[1] for line in f]
+    for point in sorted(points, key=len, reverse=True):
+        point = point.replace("\\040", " ")
+        if point.startswith(prefix):
+            subprocess.run(["umount", "-l", point], check=False, capture_output=True)

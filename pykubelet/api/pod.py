@@ -118,10 +118,11 @@ SUPPORTED_POD_FIELDS = frozenset({
     "nodeSelector", "affinity", "automountServiceAccountToken", "terminationMessagePath", "volumes",
 })
 NODE_LOCAL_VOLUME_TYPES = ("emptyDir", "hostPath")
+SUPPORTED_VOLUME_TYPES = (*NODE_LOCAL_VOLUME_TYPES, "configMap", "secret", "downwardAPI", "projected")
 SUPPORTED_CONTAINER_FIELDS = frozenset({
     "name", "image", "imagePullPolicy", "command", "args", "env", "workingDir", "ports", "tty", "stdin",
     "resources", "securityContext", "livenessProbe", "readinessProbe", "startupProbe", "restartPolicy",
-    "terminationMessagePath", "terminationMessagePolicy", "volumeMounts",
+    "terminationMessagePath", "terminationMessagePolicy", "volumeMounts", "envFrom",
 })
 
 
@@ -132,13 +133,14 @@ def unsupported_fields(pod: "Pod") -> list[str]:
            and key not in SUPPORTED_POD_FIELDS]
     for i, volume in enumerate(spec.get("volumes") or []):
         kinds = [k for k in volume if k != "name"]
-        out += [f"spec.volumes[{i}].{k}" for k in kinds if k not in NODE_LOCAL_VOLUME_TYPES]
+        out += [f"spec.volumes[{i}].{k}" for k in kinds if k not in SUPPORTED_VOLUME_TYPES]
     for kind, containers in (("initContainers", pod.init_containers), ("containers", pod.containers)):
         for i, container in enumerate(containers):
             out += [f"spec.{kind}[{i}].{key}" for key, value in container.raw.items()
                     if value not in (None, [], {}, False) and key not in SUPPORTED_CONTAINER_FIELDS]
             out += [f"spec.{kind}[{i}].env[{j}].valueFrom" for j, var in enumerate(container.env)
-                    if var.value_from and not ({"fieldRef", "resourceFieldRef"} & var.value_from.keys())]
+                    if var.value_from and not ({"fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef"}
+                                               & var.value_from.keys())]
     return out
 
 

@@ -11,16 +11,20 @@ import shutil
 from dataclasses import dataclass, field
 
 from pykubelet.api.pod import Container, Pod
+from pykubelet.api.references import referenced_names
 from pykubelet.cri import errors
 from pykubelet.cri.client import CRIClient
 from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.kube.events import NORMAL, WARNING, EventRecorder, pod_ref
+from pykubelet.kube.objects import NotSynced, ObjectNotFound
 from pykubelet.pods.actions import compute_pod_actions, is_terminal
 from pykubelet.runtime import gc, security, specs
-from pykubelet.runtime.env import ContainerConfigError
+from pykubelet.runtime.env import ContainerConfigError, EnvSources
 from pykubelet.runtime.images import IMAGE_PULL_BACKOFF, ImageError, ImageManager
+from pykubelet.runtime.service_env import service_env, services_for_pod
 from pykubelet.runtime.state import EXITED, ContainerState, PodRuntimeState
 from pykubelet.util.backoff import Backoff
+from pykubelet.volumes import api as api_volumes
 from pykubelet.volumes import local as local_volumes
 from pykubelet.util.durations import format_duration
 from pykubelet.util.log import get_logger
@@ -54,9 +58,13 @@ def _restart_key(pod: Pod, container: Container) -> str:
 
 class PodSyncer:
     def __init__(self, cri: CRIClient, images: ImageManager, restart_backoff: Backoff, logs_root: str,
-                 recorder: EventRecorder, node: specs.NodeFacts | None = None):
+                 recorder: EventRecorder, node: specs.NodeFacts | None = None,
+                 api: api_volumes.ApiClients | None = None):
         self.cri = cri
         self.node = node or specs.NodeFacts()
+        self.api = api  # None: standalone, no ConfigMaps, Secrets, tokens or Services
+        self.api_volumes = api_volumes.ApiVolumes(self.node.root_dir, self.node.allocatable, api)
+        self.mount_backoff = Backoff(initial=1.0, maximum=30.0, clock=restart_backoff.clock)
         self.recorder = recorder
         self.images = images
         self.restart_backoff = restart_backoff
@@ -85,6 +93,11 @@ class PodSyncer:
                                                         pod.termination_grace_period_seconds)
                                    for cid, why in actions.kill.items()))
             result.changed = True
+        finished = is_terminal(pod, state)
+        if not actions.kill_pod and not finished and not await self._mount_volumes(pod, actions.start, result):
+            return result
+        if finished:
+            await self.api_volumes.teardown(pod)
         if not actions.start:
             return result
 
@@ -116,6 +129,49 @@ class PodSyncer:
                                                   sandbox_config, pod_ip, result)
             result.changed |= started
         return result
+
+    async def _mount_volumes(self, pod: Pod, starting: list[str], result: SyncResult) -> bool:
+        """(Re)write the pod's configMap, secret, downwardAPI and projected volumes.
+
+        Like the kubelet's volume manager, containers start only once every volume was set up;
+        a later failure (an object deleted, say) keeps the last content and is only reported.
+        """
+        failed = await self.api_volumes.setup(pod)
+        paths = api_volumes.volume_paths(self.node.root_dir, pod)
+        for name, message in failed.items():
+            log.warning("MountVolume.SetUp failed", pod=pod.full_name, volume=name, err=message)
+            self._event(pod, None, WARNING, "FailedMount", f'MountVolume.SetUp failed for volume "{name}" : {message}')
+        if not [name for name in failed if not api_volumes.is_set_up(paths[name])]:
+            self.mount_backoff.forget(pod.uid)
+            return True
+        if starting:
+            for name in starting:
+                result.waiting[name] = (CONTAINER_CREATING, "")
+            key = f"{pod.uid}_mount"
+            self.mount_backoff.next(key, self.mount_backoff.clock())
+            result.retry_after(self.mount_backoff.delay(key))  # a watched object's change comes sooner
+        return False
+
+    async def _env_sources(self, pod: Pod, container: Container) -> EnvSources:
+        """The ConfigMaps, Secrets and Service variables the container's env reads."""
+        sources = EnvSources(has_api=self.api is not None)
+        if self.api is None:
+            return sources
+        names = referenced_names({"spec": {"containers": [container.raw]}})
+        try:
+            for resource, known in (("configmaps", sources.config_maps), ("secrets", sources.secrets)):
+                for name in names[resource]:
+                    try:
+                        known[name] = await self.api.objects.get(resource, pod.namespace, name)
+                    except ObjectNotFound:
+                        known[name] = None
+            if not pod.is_static:  # the kubelet waits for Services only for API pods
+                await self.api.services.wait_synced()
+        except NotSynced as e:
+            raise ContainerConfigError(str(e)) from None
+        links = pod.raw.get("spec", {}).get("enableServiceLinks", True) is not False
+        sources.services = service_env(services_for_pod(self.api.services.services(), pod.namespace, links))
+        return sources
 
     async def _create_sandbox(self, pod: Pod, config: api.PodSandboxConfig) -> str:
         os.makedirs(config.log_directory, mode=0o755, exist_ok=True)
@@ -159,8 +215,11 @@ class PodSyncer:
         os.makedirs(os.path.join(sandbox_config.log_directory, name), mode=0o755, exist_ok=True)
         try:
             volumes = await asyncio.to_thread(local_volumes.setup_volumes, self.node.root_dir, pod)
-            mounts = local_volumes.container_mounts(pod, container, volumes)
-            config = specs.container_config(pod, container, image_ref, restart_count, self.node, pod_ip, mounts)
+            projected = api_volumes.volume_paths(self.node.root_dir, pod)
+            mounts = local_volumes.container_mounts(pod, container, {**volumes, **projected}, set(projected))
+            env_sources = await self._env_sources(pod, container)
+            config = specs.container_config(pod, container, image_ref, restart_count, self.node, pod_ip, mounts,
+                                            env_sources)
             if security.effective(pod, container).get("runAsNonRoot"):
                 image = await self.cri.image_status(image_ref)
                 username = image.username if image is not None else ""
@@ -257,7 +316,9 @@ class PodSyncer:
             await self.cri.remove_pod_sandbox(s.id)
         if log_directory:
             shutil.rmtree(log_directory, ignore_errors=True)
+        self.api_volumes.forget(uid)
         await asyncio.to_thread(local_volumes.teardown_volumes, self.node.root_dir, uid)
+        self.mount_backoff.forget(uid)
         self.restart_backoff.forget(uid)
         self.sandbox_backoff.forget(uid)
         log.info("Pod terminated and cleaned up", pod=pod_name, uid=uid)

@@ -1,10 +1,12 @@
-"""A container's environment as the kubelet builds it: value, valueFrom fieldRef and
-resourceFieldRef, and $(VAR) expansion in env values, command and args."""
+"""A container's environment as the kubelet builds it: envFrom, value, valueFrom (fieldRef,
+resourceFieldRef, configMapKeyRef, secretKeyRef), service links, and $(VAR) expansion in env
+values, command and args."""
 
 from __future__ import annotations
 
+import base64
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pykubelet.api.pod import Container, Pod
@@ -22,6 +24,33 @@ class PodFacts:
     node_name: str
     host_ip: str
     pod_ip: str
+
+
+@dataclass
+class EnvSources:
+    """The API objects a container's env reads, fetched before the (pure) env is built."""
+
+    config_maps: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    """name -> ConfigMap; None: it does not exist."""
+    secrets: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    services: dict[str, str] = field(default_factory=dict)
+    """Service link variables (FOO_SERVICE_HOST...), below every variable the pod sets."""
+    has_api: bool = False
+    """Whether there is an apiserver at all; without one a reference cannot be resolved."""
+
+    def lookup(self, kind: str, namespace: str, name: str, optional: bool) -> dict[str, str] | None:
+        """The object's data as text (None: missing and optional); ContainerConfigError otherwise."""
+        known = self.config_maps if kind == "configMap" else self.secrets
+        if name not in known:
+            raise ContainerConfigError(f"couldn't get {kind} {namespace}/{name}, no kubeClient defined")
+        obj = known[name]
+        if obj is None:
+            if optional:
+                return None
+            raise ContainerConfigError(f'{kind.lower()} "{name}" not found')
+        if kind == "configMap":
+            return dict(obj.get("data") or {})
+        return {k: base64.b64decode(v or "").decode(errors="replace") for k, v in (obj.get("data") or {}).items()}
 
 
 _LABEL_OR_ANNOTATION = re.compile(r"^metadata\.(labels|annotations)\['(.+)'\]$")
@@ -82,11 +111,44 @@ def _resource_ref(pod: Pod, container: Container, ref: dict[str, Any], allocatab
     return str(-(-amount // divisor))
 
 
+def resource_field_value(pod: Pod, ref: dict[str, Any], allocatable: dict[str, float]) -> str:
+    """A downwardAPI volume's resourceFieldRef (containerName is required there)."""
+    container = pod.containers[0] if pod.containers else None
+    return _resource_ref(pod, container, ref, allocatable)  # type: ignore[arg-type]
+
+
+def _env_from(pod: Pod, container: Container, sources: EnvSources, env: dict[str, str]) -> None:
+    # Every key, prefixed: the API validates prefixes and keys, so the kubelet no longer checks names.
+    for source in container.raw.get("envFrom") or []:
+        prefix = source.get("prefix") or ""
+        for key, kind in (("configMapRef", "configMap"), ("secretRef", "secret")):
+            ref = source.get(key)
+            if ref:
+                data = sources.lookup(kind, pod.namespace, ref.get("name", ""), bool(ref.get("optional")))
+                env.update((prefix + name, value) for name, value in (data or {}).items())
+
+
+def _key_ref(pod: Pod, kind: str, ref: dict[str, Any], sources: EnvSources) -> str | None:
+    optional = bool(ref.get("optional"))
+    name, key = ref.get("name", ""), ref.get("key", "")
+    data = sources.lookup(kind, pod.namespace, name, optional)
+    if data is None:
+        return None
+    if key not in data:
+        if optional:
+            return None
+        what = "ConfigMap" if kind == "configMap" else "Secret"
+        raise ContainerConfigError(f"couldn't find key {key} in {what} {pod.namespace}/{name}")
+    return data[key]
+
+
 def container_env(pod: Pod, container: Container, facts: PodFacts,
-                  allocatable: dict[str, float]) -> list[tuple[str, str]]:
-    """(name, value) pairs in order; later entries may refer to earlier ones with $(NAME)."""
+                  allocatable: dict[str, float], sources: EnvSources | None = None) -> list[tuple[str, str]]:
+    """(name, value) pairs: envFrom, then env in order (later entries may refer to earlier ones
+    and to service variables with $(NAME)), then the service variables the pod does not set."""
+    sources = sources or EnvSources()
     resolved: dict[str, str] = {}
-    out: list[tuple[str, str]] = []
+    _env_from(pod, container, sources, resolved)
     for var in container.env:
         if var.value_from:
             source = var.value_from
@@ -94,13 +156,20 @@ def container_env(pod: Pod, container: Container, facts: PodFacts,
                 value = _field_ref(pod, facts, (source["fieldRef"] or {}).get("fieldPath", ""))
             elif "resourceFieldRef" in source:
                 value = _resource_ref(pod, container, source["resourceFieldRef"] or {}, allocatable)
+            elif "configMapKeyRef" in source or "secretKeyRef" in source:
+                kind = "configMap" if "configMapKeyRef" in source else "secret"
+                found = _key_ref(pod, kind, source.get(f"{kind}KeyRef") or {}, sources)
+                if found is None:
+                    continue  # optional and missing: the variable is not set
+                value = found
             else:
                 kinds = ", ".join(source)
                 raise ContainerConfigError(f"env {var.name}: valueFrom {kinds} is not supported yet")
         else:
-            value = expand(var.value, resolved)
+            value = expand(var.value, {**sources.services, **resolved})
         resolved[var.name] = value
-        out.append((var.name, value))
+    out = list(resolved.items())
+    out += [(name, value) for name, value in sources.services.items() if name not in resolved]
     return out
 
 

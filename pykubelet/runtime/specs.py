@@ -12,7 +12,7 @@ from pykubelet.api.pod import Container, Pod
 from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.runtime import labels
 from pykubelet.runtime.dns import ClusterDNS, dns_config
-from pykubelet.runtime.env import PodFacts, container_env, expand_command
+from pykubelet.runtime.env import EnvSources, PodFacts, container_env, expand_command
 from pykubelet.runtime.resources import linux_resources
 from pykubelet.runtime.security import linux_security
 
@@ -82,10 +82,15 @@ def sandbox_config(pod: Pod, attempt: int, logs_root: str, dns: ClusterDNS | Non
 
 def container_config(pod: Pod, container: Container, image_ref: str, restart_count: int,
                      node: NodeFacts | None = None, pod_ip: str = "",
-                     mounts: list[api.Mount] | None = None) -> api.ContainerConfig:
-    """The CreateContainer config; ContainerConfigError when the spec cannot be honoured."""
+                     mounts: list[api.Mount] | None = None,
+                     env_sources: EnvSources | None = None) -> api.ContainerConfig:
+    """The CreateContainer config; ContainerConfigError when the spec cannot be honoured.
+
+    `env_sources`: the ConfigMaps, Secrets and service variables the env reads (fetched before).
+    """
     node = node or NodeFacts()
-    env = container_env(pod, container, PodFacts(node.node_name, node.host_ip, pod_ip), node.allocatable)
+    env = container_env(pod, container, PodFacts(node.node_name, node.host_ip, pod_ip), node.allocatable,
+                        env_sources)
     command, args = expand_command(container, env)
     namespaces = _namespace_options(pod)
     return api.ContainerConfig(

@@ -18,6 +18,7 @@ import yaml
 
 from pykubelet.api.errors import InvalidObject
 from pykubelet.api.pod import Pod, parse_pod
+from pykubelet.api.references import static_pod_api_reference
 from pykubelet.sources.static_naming import apply_static_defaults
 from pykubelet.util.log import get_logger
 
@@ -47,6 +48,10 @@ def read_manifest(path: str, node_name: str) -> tuple[Pod, str]:
         raise ManifestError(f"{path}: must hold exactly one Pod, found {len(docs)} documents")
     if not isinstance(docs[0], dict):
         raise ManifestError(f"{path}: must hold a Pod object, found a {type(docs[0]).__name__}")
+    reference = static_pod_api_reference(docs[0])
+    if reference is not None:
+        # The kubelet's rule: a static pod runs without the apiserver, so it may not need it.
+        raise ManifestError(f"{path}: static pods may not reference {reference[0]} ({reference[1]})")
     try:
         pod = parse_pod(apply_static_defaults(docs[0], node_name, path), where=path)
     except InvalidObject as e:

@@ -3,7 +3,7 @@ checks), laid out as the kubelet lays them out and torn down with the pod.
 
     <root-dir>/pods/<uid>/volumes/kubernetes.io~empty-dir/<name>
 
-Volume types that need the apiserver (configMap, secret, projected...) come with their issue.
+Volumes from the API or the pod itself (configMap, secret, downwardAPI, projected) are in api.py.
 """
 
 from __future__ import annotations
@@ -89,11 +89,13 @@ def setup_volumes(root_dir: str, pod: Pod) -> dict[str, str]:
     return out
 
 
-def container_mounts(pod: Pod, container: Container, volumes: dict[str, str]) -> list[api.Mount]:
-    """CRI mounts for the container's volumeMounts of node-local volumes.
+def container_mounts(pod: Pod, container: Container, volumes: dict[str, str],
+                     read_only: frozenset[str] | set[str] = frozenset()) -> list[api.Mount]:
+    """CRI mounts for the container's volumeMounts of the volumes set up (name -> host path).
 
-    Mounts of volume types not supported yet (the service-account token every API pod gets,
-    configMaps...) are left out: the pod was warned about at admission (UnsupportedFields).
+    Volumes named in `read_only` are mounted read-only whatever the volumeMount says (configMap,
+    secret...). Mounts of volume types not supported yet are left out: the pod was warned about
+    at admission (UnsupportedFields).
     """
     declared = {v.get("name") for v in pod.raw.get("spec", {}).get("volumes") or []}
     mounts = []
@@ -112,17 +114,28 @@ def container_mounts(pod: Pod, container: Container, volumes: dict[str, str]) ->
             if not os.path.exists(host):
                 os.makedirs(host, mode=0o777, exist_ok=True)  # the kubelet creates a missing subPath
         mounts.append(api.Mount(container_path=mount.get("mountPath", ""), host_path=host,
-                                readonly=bool(mount.get("readOnly", False))))
+                                readonly=bool(mount.get("readOnly", False)) or name in read_only))
     return mounts
 
 
 def teardown_volumes(root_dir: str, uid: str) -> None:
-    """Unmount tmpfs emptyDirs and remove the pod's directory (hostPath data is never touched)."""
+    """Unmount the pod's tmpfs volumes (emptyDir, secret...) and remove its directory (hostPath
+    data is never touched)."""
     base = pod_dir(root_dir, uid)
-    empty_dirs = os.path.join(base, "volumes", "kubernetes.io~empty-dir")
-    if os.path.isdir(empty_dirs):
-        for name in os.listdir(empty_dirs):
-            path = os.path.join(empty_dirs, name)
+    volumes = os.path.join(base, "volumes")
+    for plugin in os.listdir(volumes) if os.path.isdir(volumes) else []:
+        for name in os.listdir(os.path.join(volumes, plugin)):
+            path = os.path.join(volumes, plugin, name)
             if _mounted(path):
                 subprocess.run(["umount", path], check=False, capture_output=True)
     shutil.rmtree(base, ignore_errors=True)
+
+
+def remove_orphaned_pod_dirs(root_dir: str, keep: set[str]) -> list[str]:
+    """Tear down <root-dir>/pods/<uid> of pods nothing knows any more (the kubelet's
+    cleanupOrphanedPodDirs): removed while the agent was down, their containers gone too."""
+    base = os.path.join(root_dir, "pods")
+    orphans = [uid for uid in (os.listdir(base) if os.path.isdir(base) else []) if uid not in keep]
+    for uid in orphans:
+        teardown_volumes(root_dir, uid)
+    return orphans

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helpers import wait_for
+from tests.helpers import unmount_under, wait_for
 from tests.runtime.conftest import BUSYBOX, NODE, AgentProcess, cri  # noqa: F401  (cri: a fixture)
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -95,6 +95,7 @@ async def node_agent(cluster, cri, tmp_path: pathlib.Path):  # noqa: F811
                    describe=agent.describe)
     yield agent
     agent.shutdown()
+    unmount_under(str(tmp_path))  # pods left running keep their token tmpfs mounted
 
 
 def sleeper_deployment(namespace: str, replicas: int, name: str = "sleeper") -> dict[str, Any]:

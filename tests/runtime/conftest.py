@@ -19,7 +19,7 @@ import yaml
 from pykubelet.cri import errors
 from pykubelet.cri.client import CRIClient
 from pykubelet.runtime import labels
-from tests.helpers import wait_for
+from tests.helpers import unmount_under, wait_for
 
 ENDPOINT = os.environ.get("PYKUBELET_TEST_ENDPOINT", "unix:///run/containerd/containerd.sock")
 # A second run (own containerd, own node name) can share the machine with the first.
@@ -189,6 +189,7 @@ async def agent(cri, tmp_path: pathlib.Path, manifests: pathlib.Path):
                    describe=process.describe)
     yield process
     process.shutdown()
+    unmount_under(str(tmp_path))  # memory emptyDirs, downwardAPI volumes of pods left running
     if os.environ.get("PYKUBELET_TEST_SHOW_LOG"):
         print(process.log())
 

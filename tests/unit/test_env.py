@@ -3,12 +3,13 @@ expansion, the downward API (fieldRef, resourceFieldRef) and the sources not sup
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
 
 from pykubelet.api.pod import Pod, parse_pod
-from pykubelet.runtime.env import ContainerConfigError, PodFacts, container_env, expand, expand_command
+from pykubelet.runtime.env import ContainerConfigError, EnvSources, PodFacts, container_env, expand, expand_command
 
 FACTS = PodFacts(node_name="node-1", host_ip="192.168.1.10", pod_ip="10.88.0.7")
 MI = 2**20
@@ -216,16 +217,83 @@ def test_unsupported_resource_is_a_config_error_naming_it(resource):
     assert repr(resource) in str(caught.value)
 
 
-# --- sources not supported yet -------------------------------------------------------------------------
+# --- ConfigMaps, Secrets, envFrom and service links ---------------------------------------------
 
-@pytest.mark.parametrize("value_from", [
-    {"configMapKeyRef": {"name": "settings", "key": "mode"}},
-    {"secretKeyRef": {"name": "db", "key": "password"}},
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+SETTINGS = {"metadata": {"name": "settings"}, "data": {"mode": "fast", "1bad": "x", "level": "3"}}
+DB = {"metadata": {"name": "db"}, "data": {"password": b64("s3cret"), "user": b64("admin")}}
+
+
+def sourced(env: list[dict[str, Any]], env_from: list[dict[str, Any]] | None = None,
+            sources: EnvSources | None = None) -> list[tuple[str, str]]:
+    pod = make_pod(env)
+    if env_from is not None:
+        pod.containers[0].raw["envFrom"] = env_from
+    sources = sources or EnvSources({"settings": SETTINGS, "gone": None}, {"db": DB, "nope": None}, has_api=True)
+    return container_env(pod, pod.containers[0], FACTS, NODE_ALLOCATABLE, sources)
+
+
+@pytest.mark.parametrize("value_from, expected", [
+    ({"configMapKeyRef": {"name": "settings", "key": "mode"}}, "fast"),
+    ({"secretKeyRef": {"name": "db", "key": "password"}}, "s3cret"),
 ])
-def test_config_map_and_secret_refs_are_a_config_error_saying_not_supported_yet(value_from):
+def test_key_refs_read_the_object(value_from, expected):
+    assert dict(sourced([{"name": "X", "valueFrom": value_from}]))["X"] == expected
+
+
+@pytest.mark.parametrize("value_from, message", [
+    ({"configMapKeyRef": {"name": "gone", "key": "mode"}}, 'configmap "gone" not found'),
+    ({"secretKeyRef": {"name": "nope", "key": "password"}}, 'secret "nope" not found'),
+    ({"configMapKeyRef": {"name": "settings", "key": "missing"}},
+     "couldn't find key missing in ConfigMap shop/settings"),
+    ({"secretKeyRef": {"name": "db", "key": "missing"}}, "couldn't find key missing in Secret shop/db"),
+])
+def test_missing_object_or_key_is_the_kubelets_config_error(value_from, message):
+    with pytest.raises(ContainerConfigError) as caught:
+        sourced([{"name": "X", "valueFrom": value_from}])
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("ref", [{"name": "gone", "key": "mode"}, {"name": "settings", "key": "missing"}])
+def test_optional_missing_reference_leaves_the_variable_unset(ref):
+    assert "X" not in dict(sourced([{"name": "X", "valueFrom": {"configMapKeyRef": {**ref, "optional": True}}}]))
+
+
+@pytest.mark.parametrize("value_from, message", [
+    ({"configMapKeyRef": {"name": "settings", "key": "mode"}},
+     "couldn't get configMap shop/settings, no kubeClient defined"),
+    ({"secretKeyRef": {"name": "db", "key": "password"}}, "couldn't get secret shop/db, no kubeClient defined"),
+])
+def test_without_an_apiserver_a_reference_is_a_config_error_naming_it(value_from, message):
     with pytest.raises(ContainerConfigError) as caught:
         one(value_from)
-    message = str(caught.value)
-    assert "not supported yet" in message
-    assert next(iter(value_from)) in message
-    assert "X" in message
+    assert str(caught.value) == message
+
+
+def test_env_from_with_prefix_then_env_overrides():
+    env = sourced([{"name": "CFG_mode", "value": "slow"}, {"name": "URL", "value": "$(DB_user)@$(CFG_level)"}],
+                  [{"configMapRef": {"name": "settings"}, "prefix": "CFG_"},
+                   {"secretRef": {"name": "db"}, "prefix": "DB_"},
+                   {"configMapRef": {"name": "absent-but-optional", "optional": True}}],
+                  EnvSources({"settings": SETTINGS, "absent-but-optional": None}, {"db": DB}, has_api=True))
+    values = dict(env)
+    # Keys are not checked as names: the API validated them (the kubelet no longer skips any).
+    assert values["CFG_mode"] == "slow" and values["CFG_level"] == "3" and values["CFG_1bad"] == "x"
+    assert values["DB_password"] == "s3cret"
+    assert values["URL"] == "admin@3"
+
+
+def test_env_from_missing_object_is_a_config_error():
+    with pytest.raises(ContainerConfigError) as caught:
+        sourced([], [{"secretRef": {"name": "nope"}}])
+    assert str(caught.value) == 'secret "nope" not found'
+
+
+def test_service_variables_come_last_and_can_be_referenced():
+    sources = EnvSources(services={"WEB_SERVICE_HOST": "10.96.0.5", "WEB_SERVICE_PORT": "80"}, has_api=True)
+    env = sourced([{"name": "WEB_SERVICE_PORT", "value": "8080"}, {"name": "URL", "value": "$(WEB_SERVICE_HOST)"}],
+                  sources=sources)
+    assert env == [("WEB_SERVICE_PORT", "8080"), ("URL", "10.96.0.5"), ("WEB_SERVICE_HOST", "10.96.0.5")]
