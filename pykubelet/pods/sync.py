@@ -16,7 +16,8 @@ from pykubelet.cri.client import CRIClient
 from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.kube.events import NORMAL, WARNING, EventRecorder, pod_ref
 from pykubelet.pods.actions import compute_pod_actions, is_terminal
-from pykubelet.runtime import gc, security, specs
+from pykubelet.probes.hooks import run_hook
+from pykubelet.runtime import cgroups, gc, podfiles, security, specs
 from pykubelet.runtime.env import ContainerConfigError
 from pykubelet.runtime.images import IMAGE_PULL_BACKOFF, ImageError, ImageManager
 from pykubelet.runtime.state import EXITED, ContainerState, PodRuntimeState
@@ -32,6 +33,8 @@ CREATE_CONTAINER_ERROR = "CreateContainerError"
 CREATE_CONTAINER_CONFIG_ERROR = "CreateContainerConfigError"
 RUN_CONTAINER_ERROR = "RunContainerError"
 CONTAINER_CREATING = "ContainerCreating"
+POST_START_HOOK_ERROR = "PostStartHookError"
+MIN_GRACE_AFTER_PRE_STOP = 2  # the kubelet's minimal shutdown window, so a slow preStop does not mean SIGKILL at once
 
 
 @dataclass
@@ -45,6 +48,11 @@ class SyncResult:
 
     def retry_after(self, seconds: float) -> None:
         self.retry_in = seconds if self.retry_in is None else min(self.retry_in, seconds)
+
+
+def _pod_desc(pod: Pod) -> str:
+    """How the kubelet names a pod in messages: name_namespace(uid)."""
+    return f"{pod.name}_{pod.namespace}({pod.uid})"
 
 
 def _restart_key(pod: Pod, container: Container) -> str:
@@ -81,8 +89,9 @@ class PodSyncer:
             result.changed = True
         if actions.kill:
             names = {c.id: c.name for c in state.containers}
+            pod_ip = self._pod_ip(pod, state)
             await asyncio.gather(*(self._stop_container(pod, names.get(cid, ""), cid, why,
-                                                        pod.termination_grace_period_seconds)
+                                                        pod.termination_grace_period_seconds, pod_ip)
                                    for cid, why in actions.kill.items()))
             result.changed = True
         if not actions.start:
@@ -160,6 +169,7 @@ class PodSyncer:
         try:
             volumes = await asyncio.to_thread(local_volumes.setup_volumes, self.node.root_dir, pod)
             mounts = local_volumes.container_mounts(pod, container, volumes)
+            mounts += await asyncio.to_thread(self._pod_file_mounts, pod, container, pod_ip)
             config = specs.container_config(pod, container, image_ref, restart_count, self.node, pod_ip, mounts)
             if security.effective(pod, container).get("runAsNonRoot"):
                 image = await self.cri.image_status(image_ref)
@@ -202,7 +212,37 @@ class PodSyncer:
         self._event(pod, name, NORMAL, "Started", f"Started container {name}")
         log.info("Started container", pod=pod.full_name, container=name, id=container_id[:13],
                  restartCount=restart_count)
+        post_start = (container.raw.get("lifecycle") or {}).get("postStart")
+        if post_start:
+            hook_ip = self.node.host_ip if pod.host_network else pod_ip
+            # The kubelet gives postStart no deadline; ours is the slow-call timeout.
+            message = await run_hook(self.cri, post_start, container.raw, container_id, hook_ip, _pod_desc(pod),
+                                     self.cri.slow_timeout)
+            if message:
+                log.error("Failed to execute PostStartHook", pod=pod.full_name, container=name,
+                          id=container_id[:13], err=message)
+                # Not the message itself in the event: it may carry secrets (the kubelet's reasoning).
+                self._event(pod, name, WARNING, "FailedPostStartHook", "PostStartHook failed")
+                await self._stop_container(pod, name, container_id, "FailedPostStartHook",
+                                           pod.termination_grace_period_seconds, hook_ip, "FailedPostStartHook")
+                result.waiting[name] = (POST_START_HOOK_ERROR, message)
         return True
+
+    def _pod_ip(self, pod: Pod | None, state: PodRuntimeState) -> str:
+        """The address hooks reach the pod at: the node's for host-network pods."""
+        if pod is not None and pod.host_network:
+            return self.node.host_ip
+        return next((s.ip for s in state.sandboxes if s.ready), "")
+
+    def _pod_file_mounts(self, pod: Pod, container: Container, pod_ip: str) -> list[api.Mount]:
+        """The managed /etc/hosts and this instance's termination-message file."""
+        try:
+            hosts = podfiles.hosts_mount(self.node.root_dir, pod, container,
+                                         self.node.host_ip if pod.host_network else pod_ip, self.node.dns.domain)
+            message = podfiles.termination_message_mount(self.node.root_dir, pod, container)
+        except OSError as e:
+            raise ContainerConfigError(f"cannot write the pod's files under {self.node.root_dir}: {e}") from e
+        return [m for m in (hosts, message) if m is not None]
 
     async def _sandbox_ready(self, sandbox_id: str) -> bool:
         try:
@@ -210,11 +250,30 @@ class PodSyncer:
         except errors.NotFound:
             return False
 
-    async def _stop_container(self, pod: Pod | None, name: str, container_id: str, why: str, grace: int) -> None:
+    async def _stop_container(self, pod: Pod | None, name: str, container_id: str, why: str, grace: int,
+                              pod_ip: str = "", message: str = "") -> None:
+        """The kubelet's killContainer: the preStop hook first, inside the grace period; the
+        stop gets what is left (at least MIN_GRACE_AFTER_PRE_STOP seconds)."""
         log.info("Killing container", pod=pod.full_name if pod else "", container=name, id=container_id[:13],
                  reason=why, gracePeriod=grace)
         if pod is not None:
-            self._event(pod, name, NORMAL, "Killing", f"Stopping container {name}")
+            self._event(pod, name, NORMAL, "Killing", message or f"Stopping container {name}")
+        spec = next((c for c in (*pod.init_containers, *pod.containers) if c.name == name), None) if pod else None
+        pre_stop = (spec.raw.get("lifecycle") or {}).get("preStop") if spec else None
+        if pod is not None and spec is not None and pre_stop and grace > 0:
+            loop = asyncio.get_running_loop()
+            began = loop.time()
+            try:
+                failure = await asyncio.wait_for(
+                    run_hook(self.cri, pre_stop, spec.raw, container_id, pod_ip, _pod_desc(pod), grace), grace)
+            except asyncio.TimeoutError:
+                failure = ""
+                log.info("PreStop hook not completed in grace period", pod=pod.full_name, container=name,
+                         gracePeriod=grace)
+            if failure:
+                log.error("PreStop hook failed", pod=pod.full_name, container=name, err=failure)
+                self._event(pod, name, WARNING, "FailedPreStopHook", failure)
+            grace = max(MIN_GRACE_AFTER_PRE_STOP, grace - int(loop.time() - began))
         await self.cri.stop_container(container_id, grace)
 
     async def _stop_sandboxes(self, state: PodRuntimeState, only_ready: bool = True) -> None:
@@ -226,7 +285,8 @@ class PodSyncer:
 
         Stopping a sandbox that is already not ready is how its network gets torn down.
         """
-        await asyncio.gather(*(self._stop_container(pod, c.name, c.id, "Stopping pod", grace)
+        pod_ip = self._pod_ip(pod, state)
+        await asyncio.gather(*(self._stop_container(pod, c.name, c.id, "Stopping pod", grace, pod_ip)
                                for c in state.running()))
         await self._stop_sandboxes(state, only_ready=False)
 
@@ -258,6 +318,7 @@ class PodSyncer:
         if log_directory:
             shutil.rmtree(log_directory, ignore_errors=True)
         await asyncio.to_thread(local_volumes.teardown_volumes, self.node.root_dir, uid)
+        await asyncio.to_thread(cgroups.remove_pod_cgroups, uid)
         self.restart_backoff.forget(uid)
         self.sandbox_backoff.forget(uid)
         log.info("Pod terminated and cleaned up", pod=pod_name, uid=uid)

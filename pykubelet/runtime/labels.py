@@ -38,8 +38,8 @@ def container_annotations(pod: Pod, container: Container, container_hash: str, r
     annotations = {
         CONTAINER_HASH: container_hash,
         CONTAINER_RESTART_COUNT: str(restart_count),
-        TERMINATION_MESSAGE_PATH: "/dev/termination-log",
-        TERMINATION_MESSAGE_POLICY: "File",
+        TERMINATION_MESSAGE_PATH: container.raw.get("terminationMessagePath") or "/dev/termination-log",
+        TERMINATION_MESSAGE_POLICY: container.raw.get("terminationMessagePolicy") or "File",
         POD_TERMINATION_GRACE: str(pod.termination_grace_period_seconds),
     }
     if container.ports:

@@ -241,10 +241,10 @@ def test_fields_not_supported_yet_are_named_for_a_warning():
 
     pod = parse_pod({"metadata": {"name": "web"}, "spec": {
         "volumes": [{"name": "data", "emptyDir": {}}, {"name": "cfg", "configMap": {"name": "c"}}],
-        "hostAliases": [{"ip": "10.0.0.1", "hostnames": ["db"]}], "hostNetwork": False,
+        "runtimeClassName": "gvisor", "hostNetwork": False,
         "containers": [{"name": "app", "image": "busybox:1.36", "volumeMounts": [{"name": "data", "mountPath": "/d"}],
                         "env": [{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}},
                                 {"name": "B", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
                         "livenessProbe": {"exec": {"command": ["true"]}}}]}}, "web.yaml")
-    assert unsupported_fields(pod) == ["spec.hostAliases", "spec.volumes[1].configMap",
+    assert unsupported_fields(pod) == ["spec.runtimeClassName", "spec.volumes[1].configMap",
                                        "spec.containers[0].env[0].valueFrom"]
