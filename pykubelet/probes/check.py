@@ -7,6 +7,7 @@ the port lookup are shared with the lifecycle hooks (probes/hooks.py).
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import aiohttp
@@ -55,7 +56,7 @@ async def grpc_check(host: str, port: int, service: str, timeout: float) -> tupl
         try:
             await asyncio.wait_for(channel.channel_ready(), timeout)
         except asyncio.TimeoutError:
-            return False, f"timeout: failed to connect service {address!r} within {timeout:g}s"
+            return False, f"timeout: failed to connect service {json.dumps(address)} within {timeout:g}s"
         stub = health_pb2_grpc.HealthStub(channel)
         try:
             answer = await stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout)
@@ -65,9 +66,11 @@ async def grpc_check(host: str, port: int, service: str, timeout: float) -> tupl
                                f"{e.details()}")
             if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
                 return False, f"timeout: health rpc did not complete within {timeout:g}s"
-            return False, f"error: health rpc probe failed: rpc error: code = {e.code().name} desc = {e.details()}"
+            code = "".join(word.capitalize() for word in e.code().name.split("_"))  # Go's codes.Code names
+            return False, f"error: health rpc probe failed: rpc error: code = {code} desc = {e.details()}"
     if answer.status != health_pb2.HealthCheckResponse.SERVING:
-        return False, f"service unhealthy (responded with {health_pb2.HealthCheckResponse.ServingStatus.Name(answer.status)!r})"
+        status = health_pb2.HealthCheckResponse.ServingStatus.Name(answer.status)
+        return False, f"service unhealthy (responded with {json.dumps(status)})"
     return True, ""
 
 
