@@ -246,6 +246,20 @@ async def test_a_pod_without_host_pid_sees_only_its_own_processes(agent, manifes
     assert lines[1].startswith("sh -c readlink")
 
 
+async def test_share_process_namespace_lets_containers_see_each_other(agent, manifests):
+    manifest = pod_manifest("sharedpid", "sleep 3600")
+    manifest["spec"]["shareProcessNamespace"] = True
+    manifest["spec"]["containers"].append(
+        {"name": "peek", "image": BUSYBOX, "command": ["sh", "-c", "sleep 1; ps -o args; sleep 3600"]})
+    write_manifest(manifests, "sharedpid", manifest)
+    name = f"sharedpid-{NODE}"
+    pod = await agent.wait_pod(name, lambda p: phase(p) == "Running", 30, "Running")
+    lines = await wait_for(lambda: "sleep 3600" in log_lines(agent, name, pod, "peek")
+                           and log_lines(agent, name, pod, "peek"), 15, "ps output from peek",
+                           describe=agent.describe)
+    assert lines[1] == "/pause", "PID 1 of a shared namespace is the sandbox's pause"
+
+
 async def test_safe_sysctls_are_set_in_the_pod_and_unsafe_ones_are_rejected(agent, manifests):
     manifest = pod_manifest("sysctl", "cat /proc/sys/net/ipv4/ip_local_port_range /proc/sys/kernel/shm_rmid_forced; "
                                       "sleep 3600")
