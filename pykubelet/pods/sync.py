@@ -6,6 +6,7 @@ Only a pod's worker calls these, so nothing here races with itself for the same 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -53,6 +54,14 @@ class SyncResult:
 def _pod_desc(pod: Pod) -> str:
     """How the kubelet names a pod in messages: name_namespace(uid)."""
     return f"{pod.name}_{pod.namespace}({pod.uid})"
+
+
+def _recorded_hook(annotation: str) -> dict | None:
+    try:
+        hook = json.loads(annotation) if annotation else None
+    except ValueError:
+        return None  # not ours: someone else wrote the annotation
+    return hook if isinstance(hook, dict) else None
 
 
 def _restart_key(pod: Pod, container: Container) -> str:
@@ -251,28 +260,37 @@ class PodSyncer:
             return False
 
     async def _stop_container(self, pod: Pod | None, name: str, container_id: str, why: str, grace: int,
-                              pod_ip: str = "", message: str = "") -> None:
+                              pod_ip: str = "", message: str = "", recorded: ContainerState | None = None,
+                              state: PodRuntimeState | None = None) -> None:
         """The kubelet's killContainer: the preStop hook first, inside the grace period; the
-        stop gets what is left (at least MIN_GRACE_AFTER_PRE_STOP seconds)."""
+        stop gets what is left (at least MIN_GRACE_AFTER_PRE_STOP seconds).
+
+        Without the pod's spec (an orphan), the hook the container recorded in its annotations runs.
+        """
         log.info("Killing container", pod=pod.full_name if pod else "", container=name, id=container_id[:13],
                  reason=why, gracePeriod=grace)
         if pod is not None:
             self._event(pod, name, NORMAL, "Killing", message or f"Stopping container {name}")
-        spec = next((c for c in (*pod.init_containers, *pod.containers) if c.name == name), None) if pod else None
-        pre_stop = (spec.raw.get("lifecycle") or {}).get("preStop") if spec else None
-        if pod is not None and spec is not None and pre_stop and grace > 0:
+            spec = next((c.raw for c in (*pod.init_containers, *pod.containers) if c.name == name), None)
+            pre_stop, pod_desc = (spec.get("lifecycle") or {}).get("preStop") if spec else None, _pod_desc(pod)
+        else:
+            spec = {"name": name}
+            pre_stop = _recorded_hook(recorded.pre_stop) if recorded is not None else None
+            pod_desc = f"{state.name}_{state.namespace}({state.uid})" if state is not None else ""
+        if pre_stop and grace > 0:
             loop = asyncio.get_running_loop()
             began = loop.time()
             try:
                 failure = await asyncio.wait_for(
-                    run_hook(self.cri, pre_stop, spec.raw, container_id, pod_ip, _pod_desc(pod), grace), grace)
+                    run_hook(self.cri, pre_stop, spec, container_id, pod_ip, pod_desc, grace), grace)
             except asyncio.TimeoutError:
                 failure = ""
-                log.info("PreStop hook not completed in grace period", pod=pod.full_name, container=name,
+                log.info("PreStop hook not completed in grace period", pod=pod_desc, container=name,
                          gracePeriod=grace)
             if failure:
-                log.error("PreStop hook failed", pod=pod.full_name, container=name, err=failure)
-                self._event(pod, name, WARNING, "FailedPreStopHook", failure)
+                log.error("PreStop hook failed", pod=pod_desc, container=name, err=failure)
+                if pod is not None:
+                    self._event(pod, name, WARNING, "FailedPreStopHook", failure)
             grace = max(MIN_GRACE_AFTER_PRE_STOP, grace - int(loop.time() - began))
         await self.cri.stop_container(container_id, grace)
 
@@ -286,7 +304,8 @@ class PodSyncer:
         Stopping a sandbox that is already not ready is how its network gets torn down.
         """
         pod_ip = self._pod_ip(pod, state)
-        await asyncio.gather(*(self._stop_container(pod, c.name, c.id, "Stopping pod", grace, pod_ip)
+        await asyncio.gather(*(self._stop_container(pod, c.name, c.id, "Stopping pod", grace, pod_ip,
+                                                    recorded=c, state=state)
                                for c in state.running()))
         await self._stop_sandboxes(state, only_ready=False)
 

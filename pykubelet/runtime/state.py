@@ -48,6 +48,8 @@ class ContainerState:
     sandbox_id: str = ""
     grace_seconds: int = 30
     log_path: str = ""
+    pre_stop: str = ""
+    """The preStop handler the container recorded (JSON), for when its pod spec is gone."""
 
 
 @dataclass
@@ -102,6 +104,7 @@ def _container_state(status: api.ContainerStatus, sandbox_id: str) -> ContainerS
         sandbox_id=sandbox_id,
         grace_seconds=int(annotations.get(labels.POD_TERMINATION_GRACE, "30") or 30),
         log_path=status.log_path,
+        pre_stop=annotations.get(labels.PRE_STOP_HANDLER, ""),
     )
 
 

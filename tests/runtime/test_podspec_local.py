@@ -118,6 +118,25 @@ async def test_pre_stop_hook_runs_before_the_stop_and_its_time_counts_in_the_gra
     assert took < 20, "the 60 s hook must not hold the pod past its grace period"
 
 
+async def test_pre_stop_hook_of_a_pod_removed_while_the_agent_was_down_still_runs(agent, manifests, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    manifest = pod_manifest("orphan", "sleep 3600", grace=5)
+    manifest["spec"]["volumes"] = [{"name": "data", "hostPath": {"path": str(data)}}]
+    manifest["spec"]["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
+    manifest["spec"]["containers"][0]["lifecycle"] = {
+        "preStop": {"exec": {"command": ["sh", "-c", "echo recorded-prestop-ran > /data/log"]}}}
+    path = write_manifest(manifests, "orphan", manifest)
+    name = f"orphan-{NODE}"
+    await agent.wait_pod(name, lambda p: phase(p) == "Running", 30, "Running")
+    agent.stop()
+    path.unlink()  # the spec is gone: only the container's annotations still know the hook
+    agent.start()
+    await wait_for(lambda: (data / "log").exists(), 30, "the recorded preStop hook to run",
+                   describe=agent.describe)
+    assert (data / "log").read_text() == "recorded-prestop-ran\n"
+
+
 async def test_http_post_start_and_sleep_pre_stop_hooks(agent, manifests, tmp_path, http_recorder):
     port, requests = http_recorder
     data = tmp_path / "data"

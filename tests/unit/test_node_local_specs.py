@@ -140,3 +140,19 @@ async def test_grpc_probe_that_cannot_connect_times_out():
         port = s.getsockname()[1]
         ok, message = await grpc_check("127.0.0.1", port, "", 0.3)
     assert not ok and message == f'timeout: failed to connect service "127.0.0.1:{port}" within 0.3s'
+
+
+def test_containers_record_their_termination_message_settings_and_pre_stop_hook():
+    from pykubelet.runtime import labels
+
+    p = parse_pod({"metadata": {"name": "web", "uid": "u1"}, "spec": {"containers": [{
+        "name": "app", "image": "b", "terminationMessagePath": "/tmp/why",
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "lifecycle": {"preStop": {"sleep": {"seconds": 5}}}}]}}, where="t")
+    annotations = labels.container_annotations(p, p.containers[0], "h", 0)
+    assert annotations[labels.TERMINATION_MESSAGE_PATH] == "/tmp/why"
+    assert annotations[labels.TERMINATION_MESSAGE_POLICY] == "FallbackToLogsOnError"
+    assert annotations[labels.PRE_STOP_HANDLER] == '{"sleep": {"seconds": 5}}'
+    plain = labels.container_annotations(pod(), pod().containers[0], "h", 0)
+    assert plain[labels.TERMINATION_MESSAGE_PATH] == "/dev/termination-log"
+    assert labels.PRE_STOP_HANDLER not in plain
