@@ -18,7 +18,7 @@ from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.kube.events import NORMAL, WARNING, EventRecorder, pod_ref
 from pykubelet.pods.actions import compute_pod_actions, is_terminal
 from pykubelet.probes.hooks import run_hook
-from pykubelet.runtime import cgroups, gc, podfiles, security, specs
+from pykubelet.runtime import cgroups, gc, podfiles, resources, security, specs
 from pykubelet.runtime.env import ContainerConfigError
 from pykubelet.runtime.images import IMAGE_PULL_BACKOFF, ImageError, ImageManager
 from pykubelet.runtime.state import EXITED, ContainerState, PodRuntimeState
@@ -137,6 +137,12 @@ class PodSyncer:
 
     async def _create_sandbox(self, pod: Pod, config: api.PodSandboxConfig) -> str:
         os.makedirs(config.log_directory, mode=0o755, exist_ok=True)
+        try:
+            await asyncio.to_thread(cgroups.ensure_pod_cgroup, config.linux.cgroup_parent,
+                                    resources.pod_cgroup_resources(pod))
+        except OSError as e:  # the containers still get their own limits
+            log.warning("Could not set up the pod cgroup", pod=pod.full_name, cgroup=config.linux.cgroup_parent,
+                        err=str(e))
         sandbox_id = await self.cri.run_pod_sandbox(config)
         log.info("Created pod sandbox", pod=pod.full_name, sandbox=sandbox_id[:13],
                  attempt=config.metadata.attempt)

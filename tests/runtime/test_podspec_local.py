@@ -344,6 +344,13 @@ async def test_pod_cgroups_follow_the_kubelets_qos_layout_and_go_with_the_pod(ag
             assert limit == wanted
         else:
             assert limit > 2**40, "no limit for a BestEffort container"
+        # The pod's own cgroup carries the pod-level limits.
+        pod_dir = cgroup.lstrip("/").rsplit("/", 1)[0]
+        pod_memory = int((pathlib.Path("/sys/fs/cgroup/memory") / pod_dir / "memory.limit_in_bytes").read_text())
+        assert (pod_memory == wanted) if wanted else pod_memory > 2**40
+        cpu = pathlib.Path("/sys/fs/cgroup/cpu") / pod_dir
+        shares, quota = int((cpu / "cpu.shares").read_text()), int((cpu / "cpu.cfs_quota_us").read_text())
+        assert (shares, quota) == ((102, 10000) if which == "guaranteed" else (2, -1))
 
     pod_cgroup = pathlib.Path("/sys/fs/cgroup/memory") / cgroup.lstrip("/").rsplit("/", 1)[0]
     assert pod_cgroup.is_dir()

@@ -156,3 +156,50 @@ def test_containers_record_their_termination_message_settings_and_pre_stop_hook(
     plain = labels.container_annotations(pod(), pod().containers[0], "h", 0)
     assert plain[labels.TERMINATION_MESSAGE_PATH] == "/dev/termination-log"
     assert labels.PRE_STOP_HANDLER not in plain
+
+
+def pod_of(*containers, inits=()):
+    def c(name, limits=None, requests=None, **extra):
+        return {"name": name, "image": "b", "resources": {k: v for k, v in (("limits", limits),
+                                                                              ("requests", requests)) if v}, **extra}
+    return parse_pod({"metadata": {"name": "p", "uid": "u"}, "spec": {
+        "containers": [c(f"c{i}", *args) for i, args in enumerate(containers)],
+        "initContainers": [c(f"i{i}", *args[:2], **(args[2] if len(args) > 2 else {})) for i, args in enumerate(inits)]}},
+        where="t")
+
+
+def test_pod_cgroup_limits_for_a_guaranteed_pod_add_up_its_containers():
+    from pykubelet.runtime.resources import pod_cgroup_resources
+
+    r = pod_cgroup_resources(pod_of(({"cpu": "100m", "memory": "32Mi"},), ({"cpu": "200m", "memory": "16Mi"},)))
+    assert (r.cpu_shares, r.cpu_period, r.cpu_quota, r.memory_limit_in_bytes) == (307, 100000, 30000, 48 * 2**20)
+
+
+def test_pod_cgroup_limits_only_when_every_container_declares_one():
+    from pykubelet.runtime.resources import pod_cgroup_resources
+
+    r = pod_cgroup_resources(pod_of(({"memory": "64Mi"}, {"cpu": "500m", "memory": "16Mi"}), (None, {"cpu": "1"})))
+    assert (r.cpu_shares, r.cpu_quota, r.memory_limit_in_bytes) == (1536, 0, 0)
+    best = pod_cgroup_resources(pod_of((None,)))
+    assert (best.cpu_shares, best.cpu_quota, best.memory_limit_in_bytes) == (2, 0, 0)
+
+
+def test_a_big_init_container_sets_the_pod_limit_but_sidecars_add_up():
+    from pykubelet.runtime.resources import pod_cgroup_resources
+
+    big_init = pod_of(({"memory": "32Mi"},), inits=(({"memory": "128Mi"},),))
+    assert pod_cgroup_resources(big_init).memory_limit_in_bytes == 128 * 2**20
+    sidecar = pod_of(({"memory": "32Mi"},), inits=(({"memory": "16Mi"}, None, {"restartPolicy": "Always"}),))
+    assert pod_cgroup_resources(sidecar).memory_limit_in_bytes == 48 * 2**20
+
+
+def test_pod_cgroup_files_are_written(tmp_path):
+    r = api.LinuxContainerResources(cpu_shares=307, cpu_period=100000, cpu_quota=30000,
+                                    memory_limit_in_bytes=48 * 2**20)
+    cgroups.ensure_pod_cgroup("/kubepods/podu", r, str(tmp_path))
+    cpu, memory = tmp_path / "cpu" / "kubepods" / "podu", tmp_path / "memory" / "kubepods" / "podu"
+    assert (cpu / "cpu.shares").read_text() == "307"
+    assert (cpu / "cpu.cfs_quota_us").read_text() == "30000"
+    assert (memory / "memory.limit_in_bytes").read_text() == str(48 * 2**20)
+    cgroups.ensure_pod_cgroup("/kubepods/besteffort/podv", api.LinuxContainerResources(cpu_shares=2), str(tmp_path))
+    assert (tmp_path / "memory" / "kubepods" / "besteffort" / "podv" / "memory.limit_in_bytes").read_text() == "-1"
