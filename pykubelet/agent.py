@@ -14,6 +14,7 @@ from typing import Awaitable
 import tenacity
 
 from pykubelet import KUBELET_VERSION
+from pykubelet.api.sysctls import SysctlAllowlist
 from pykubelet.config import Settings
 from pykubelet.cri import errors
 from pykubelet.cri.client import CRIClient
@@ -114,7 +115,8 @@ class Agent:
             syncer = PodSyncer(cri, ImageManager(cri, Backoff()), Backoff(), s.pods.pod_logs_dir, recorder,
                                node_facts, api_clients)
             deps = WorkerDeps(cri, syncer, statuses, recorder, lambda: node_ip, s.pods.sync_frequency)
-            dispatcher = PodDispatcher(deps, statuses, s.node_name, lambda: node_allocatable)
+            dispatcher = PodDispatcher(deps, statuses, s.node_name, lambda: node_allocatable,
+                                       SysctlAllowlist.build(s.pods.allowed_unsafe_sysctls))
             deps.probes = ProbeManager(cri, recorder, dispatcher.wake)
             pleg = RelistPLEG(cri, dispatcher.wake)
             sources_ready: list[asyncio.Event] = []

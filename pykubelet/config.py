@@ -17,6 +17,7 @@ from typing import Any, Callable
 import yaml
 
 from pykubelet.api.eviction import DEFAULT_EVICTION_HARD, Threshold, parse_thresholds
+from pykubelet.api.sysctls import SysctlAllowlist
 from pykubelet.util.durations import parse_duration
 from pykubelet.util.log import get_logger
 
@@ -56,6 +57,9 @@ class PodSettings:
     """maxPods: pods this node runs at most; more are rejected."""
     pod_logs_dir: str = "/var/log/pods"
     """podLogsDir: where container logs are written, one directory per pod."""
+    allowed_unsafe_sysctls: list[str] = field(default_factory=list)
+    """allowedUnsafeSysctls / --allowed-unsafe-sysctls: sysctls (or `prefix*`) pods may set besides
+    the safe ones; each must be namespaced (kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*, net.*)."""
 
 
 @dataclass
@@ -243,6 +247,15 @@ def _interface_name(value: Any) -> str:
     return value
 
 
+def _sysctl_patterns(value: Any) -> list[str]:
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(i, str) and i.strip() for i in items):
+        raise ValueError(f"must be a list of sysctl names or patterns, got {value!r}")
+    patterns = [i.strip() for i in items]
+    SysctlAllowlist.build(patterns, kernel=())  # ValueError for one that is not namespaced
+    return patterns
+
+
 def _text(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError(f"must be a string, got {value!r}")
@@ -257,6 +270,7 @@ _FIELDS: dict[str, tuple[Callable[[Any], Any], _Setter]] = {
     "syncFrequency": (_positive_duration, lambda s, v: setattr(s.pods, "sync_frequency", v)),
     "maxPods": (_positive_int, lambda s, v: setattr(s.pods, "max_pods", v)),
     "podLogsDir": (_text, lambda s, v: setattr(s.pods, "pod_logs_dir", v)),
+    "allowedUnsafeSysctls": (_sysctl_patterns, lambda s, v: setattr(s.pods, "allowed_unsafe_sysctls", v)),
     "containerRuntimeEndpoint": (_endpoint, lambda s, v: setattr(s.runtime, "endpoint", v)),
     "imageServiceEndpoint": (_endpoint, lambda s, v: setattr(s.runtime, "image_endpoint", v)),
     "runtimeRequestTimeout": (_positive_duration, lambda s, v: setattr(s.runtime, "request_timeout", v)),
@@ -383,6 +397,8 @@ def build_parser() -> argparse.ArgumentParser:
                                         "(default /run/pykubelet/cni.sock)")
     p.add_argument("--cni-bridge", help="the node's pod bridge (default pkl0)")
     p.add_argument("--host-netns", help="a netns that plays this node's host network (several nodes on one machine)")
+    p.add_argument("--allowed-unsafe-sysctls", help="comma-separated unsafe sysctls or patterns (kernel.msg*) "
+                                                    "pods may set")
     for name in UNIMPLEMENTED_FLAGS:
         p.add_argument(f"--{name}", nargs="?", const="true", help=argparse.SUPPRESS)
     return p
@@ -402,6 +418,7 @@ _FLAG_TO_FIELD = {
     "register_node": "registerNode",
     "cluster_dns": "clusterDNS",
     "cluster_domain": "clusterDomain",
+    "allowed_unsafe_sysctls": "allowedUnsafeSysctls",
     "kubeconfig": "--kubeconfig",
     "node_ip": "--node-ip",
     "node_labels": "--node-labels",

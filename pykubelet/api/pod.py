@@ -7,6 +7,7 @@ the dataclasses are the typed view the rest of the agent reads.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -109,6 +110,40 @@ class Pod:
     def host_port_mappings(self) -> list[ContainerPort]:
         return [p for c in self.containers for p in c.ports if p.host_port]
 
+    # Node-local spec fields, read from the validated raw spec (see _check_node_local).
+    def _spec(self, key: str, default: Any = None) -> Any:
+        return (self.raw.get("spec") or {}).get(key, default)
+
+    @property
+    def host_pid(self) -> bool:
+        return bool(self._spec("hostPID"))
+
+    @property
+    def host_ipc(self) -> bool:
+        return bool(self._spec("hostIPC"))
+
+    @property
+    def share_process_namespace(self) -> bool:
+        return bool(self._spec("shareProcessNamespace"))
+
+    @property
+    def sysctls(self) -> dict[str, str]:
+        """securityContext.sysctls as name -> value."""
+        ctx = self._spec("securityContext") or {}
+        return {s["name"]: s.get("value", "") for s in ctx.get("sysctls") or []}
+
+    @property
+    def host_aliases(self) -> list[tuple[str, list[str]]]:
+        """hostAliases as (ip, hostnames)."""
+        return [(a.get("ip", ""), list(a.get("hostnames") or [])) for a in self._spec("hostAliases") or []]
+
+    def hostname_and_domain(self, cluster_domain: str) -> tuple[str, str]:
+        """The pod's hostname (spec.hostname, else its name, cut to 63 characters) and, with a
+        subdomain, its domain <subdomain>.<namespace>.svc.<clusterDomain>: the kubelet's rules."""
+        hostname = self._spec("hostname") or self.name[:63].rstrip("-.")
+        subdomain = self._spec("subdomain") or ""
+        return hostname, f"{subdomain}.{self.namespace}.svc.{cluster_domain}" if subdomain else ""
+
 
 # Fields pykubelet acts on; the rest of a PodSpec is accepted and reported as not supported yet.
 SUPPORTED_POD_FIELDS = frozenset({
@@ -116,13 +151,14 @@ SUPPORTED_POD_FIELDS = frozenset({
     "nodeName", "dnsPolicy", "dnsConfig", "securityContext", "serviceAccountName", "serviceAccount",
     "schedulerName", "tolerations", "priority", "priorityClassName", "enableServiceLinks", "preemptionPolicy",
     "nodeSelector", "affinity", "automountServiceAccountToken", "terminationMessagePath", "volumes",
+    "hostPID", "hostIPC", "shareProcessNamespace", "hostAliases", "hostname", "subdomain",
 })
 NODE_LOCAL_VOLUME_TYPES = ("emptyDir", "hostPath")
 SUPPORTED_VOLUME_TYPES = (*NODE_LOCAL_VOLUME_TYPES, "configMap", "secret", "downwardAPI", "projected")
 SUPPORTED_CONTAINER_FIELDS = frozenset({
     "name", "image", "imagePullPolicy", "command", "args", "env", "workingDir", "ports", "tty", "stdin",
     "resources", "securityContext", "livenessProbe", "readinessProbe", "startupProbe", "restartPolicy",
-    "terminationMessagePath", "terminationMessagePolicy", "volumeMounts", "envFrom",
+    "terminationMessagePath", "terminationMessagePolicy", "volumeMounts", "envFrom", "lifecycle",
 })
 
 
@@ -361,6 +397,66 @@ def parse_pod(raw: Any, where: str) -> Pod:
         deletion_grace_period_seconds=meta.get("deletionGracePeriodSeconds"),
         raw=raw,
     )
+    raw_inits = spec.get("initContainers")
+    _check_node_local(r, spec, raw_containers, raw_inits if isinstance(raw_inits, list) else [])
     if r.errors:
         raise InvalidObject(where, "Pod", name, r.errors)
     return pod
+
+
+TERMINATION_MESSAGE_POLICIES = ("File", "FallbackToLogsOnError")
+_HANDLERS = ("exec", "httpGet", "tcpSocket", "sleep")
+_SYSCTL_NAME = re.compile(r"^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$")
+
+
+def _check_node_local(r: _Reader, spec: dict[str, Any], containers: list[Any], init_containers: list[Any]) -> None:
+    """Validation of the node-local fields (namespaces, sysctls, hostAliases, hostname,
+    termination messages, lifecycle hooks) that the Pod properties above read."""
+    for key in ("hostPID", "hostIPC", "shareProcessNamespace"):
+        r.boolean(spec, key, "spec")
+    if spec.get("hostPID") and spec.get("shareProcessNamespace"):
+        r.fail("spec.shareProcessNamespace", "Invalid value: true: ShareProcessNamespace and HostPID cannot both be enabled")
+    for key in ("hostname", "subdomain"):
+        value = r.string(spec, key, "spec")
+        if value and not _DNS1123_LABEL.match(value):
+            r.fail(f"spec.{key}", f"Invalid value: {value!r}: must be a lowercase RFC 1123 label")
+    ctx = r.mapping(spec.get("securityContext"), "spec.securityContext")
+    for i, item in enumerate(r.items(ctx.get("sysctls"), "spec.securityContext.sysctls")):
+        path = f"spec.securityContext.sysctls[{i}]"
+        entry = r.mapping(item, path)
+        sysctl = r.string(entry, "name", path, required=True)
+        if sysctl and (len(sysctl) > 253 or not _SYSCTL_NAME.match(sysctl)):
+            r.fail(f"{path}.name", f"Invalid value: {sysctl!r}: must have at most 253 characters and match "
+                                   f"regex {_SYSCTL_NAME.pattern}")
+        r.string(entry, "value", path)
+    for i, item in enumerate(r.items(spec.get("hostAliases"), "spec.hostAliases")):
+        path = f"spec.hostAliases[{i}]"
+        alias = r.mapping(item, path)
+        ip = r.string(alias, "ip", path, required=True)
+        try:
+            if ip:
+                ipaddress.ip_address(ip)
+        except ValueError:
+            r.fail(f"{path}.ip", f"Invalid value: {ip!r}: must be a valid IP address")
+        for j, hostname in enumerate(r.strings(alias, "hostnames", path)):
+            if not _DNS1123_SUBDOMAIN.match(hostname):
+                r.fail(f"{path}.hostnames[{j}]", f"Invalid value: {hostname!r}: must be a lowercase RFC 1123 subdomain")
+    for kind, group in (("containers", containers), ("initContainers", init_containers)):
+        for i, container in enumerate(group):
+            if not isinstance(container, dict):
+                continue
+            path = f"spec.{kind}[{i}]"
+            r.choice(container, "terminationMessagePolicy", path, TERMINATION_MESSAGE_POLICIES, "File")
+            message_path = r.string(container, "terminationMessagePath", path)
+            if message_path and not message_path.startswith("/"):
+                r.fail(f"{path}.terminationMessagePath", f"Invalid value: {message_path!r}: must be an absolute path")
+            lifecycle = r.mapping(container.get("lifecycle"), f"{path}.lifecycle")
+            for hook in ("postStart", "preStop"):
+                handler = r.mapping(lifecycle.get(hook), f"{path}.lifecycle.{hook}")
+                kinds = [k for k in _HANDLERS if handler.get(k) is not None]
+                if handler and len(kinds) != 1:
+                    r.fail(f"{path}.lifecycle.{hook}", "must specify exactly one handler type "
+                                                       "(exec, httpGet, tcpSocket or sleep)")
+                if "sleep" in kinds:
+                    r.integer(r.mapping(handler["sleep"], f"{path}.lifecycle.{hook}.sleep"), "seconds",
+                              f"{path}.lifecycle.{hook}.sleep", 0, 0, 2**31 - 1)

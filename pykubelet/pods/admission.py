@@ -1,6 +1,6 @@
 """Kubelet-side admission: may this node run the pod next to the ones it already runs?
 
-The kubelet's checks and wording: resources first (pods, cpu, memory: OutOfpods, OutOfcpu,
+The kubelet's checks and wording: sysctls first (SysctlForbidden), then resources (pods, cpu, memory: OutOfpods, OutOfcpu,
 OutOfmemory with "Node didn't have enough resource: ..."), then the node name, then host
 ports (reason NodePorts). A rejected pod is Failed with "Pod was rejected: <message>".
 """
@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from pykubelet.api.pod import Pod
+from pykubelet.api.sysctls import FORBIDDEN_REASON, SysctlAllowlist
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,15 @@ def _insufficient(resource: str, requested: int, used: int, capacity: int) -> Re
                                          f"used: {used}, capacity: {capacity}")
 
 
-def admit(pod: Pod, running: Iterable[Pod], node_name: str, allocatable: Allocatable) -> Rejection | None:
-    """None if the pod fits; else the first reason the kubelet would give."""
+def admit(pod: Pod, running: Iterable[Pod], node_name: str, allocatable: Allocatable,
+          sysctls: SysctlAllowlist | None = None) -> Rejection | None:
+    """None if the pod fits; else the first reason the kubelet would give.
+
+    `sysctls`: what pods may set (default: the safe sysctls of this kernel).
+    """
+    forbidden = (sysctls or SysctlAllowlist.build()).forbidden(pod.sysctls, pod.host_network, pod.host_ipc)
+    if forbidden:
+        return Rejection(FORBIDDEN_REASON, forbidden)
     others = list(running)
     if len(others) + 1 > allocatable.pods:
         return _insufficient("pods", 1, len(others), allocatable.pods)

@@ -10,6 +10,7 @@ import time
 from typing import Callable, Iterable
 
 from pykubelet.api.pod import Pod, unsupported_fields
+from pykubelet.api.sysctls import SysctlAllowlist
 from pykubelet.pods.admission import Allocatable, admit
 from pykubelet.pods.worker import PodWorker, WorkerDeps
 from pykubelet.status.manager import StatusManager
@@ -22,11 +23,12 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 
 class PodDispatcher:
     def __init__(self, deps: WorkerDeps, statuses: StatusManager, node_name: str,
-                 allocatable: Callable[[], Allocatable]):
+                 allocatable: Callable[[], Allocatable], sysctls: SysctlAllowlist | None = None):
         self.deps = deps
         self.statuses = statuses
         self.node_name = node_name
         self.allocatable = allocatable
+        self.sysctls = sysctls or SysctlAllowlist.build()  # safe sysctls + allowedUnsafeSysctls
         self.desired: dict[str, Pod] = {}
         self.workers: dict[str, PodWorker] = {}
         self.rejected: set[str] = set()  # UIDs refused at admission; the kubelet never retries them
@@ -84,7 +86,7 @@ class PodDispatcher:
         if pod.api_phase in TERMINAL_PHASES:
             return False  # finished before this agent saw it: the kubelet does not run it again
         running = [w.pod for w in self.workers.values() if w.pod is not None and not w.terminating]
-        rejection = admit(pod, running, self.node_name, self.allocatable())
+        rejection = admit(pod, running, self.node_name, self.allocatable(), self.sysctls)
         if rejection is None:
             ignored = unsupported_fields(pod)
             if ignored:

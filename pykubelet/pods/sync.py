@@ -6,6 +6,7 @@ Only a pod's worker calls these, so nothing here races with itself for the same 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -18,7 +19,8 @@ from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.kube.events import NORMAL, WARNING, EventRecorder, pod_ref
 from pykubelet.kube.objects import NotSynced, ObjectNotFound
 from pykubelet.pods.actions import compute_pod_actions, is_terminal
-from pykubelet.runtime import gc, security, specs
+from pykubelet.probes.hooks import run_hook
+from pykubelet.runtime import cgroups, gc, podfiles, resources, security, specs
 from pykubelet.runtime.env import ContainerConfigError, EnvSources
 from pykubelet.runtime.images import IMAGE_PULL_BACKOFF, ImageError, ImageManager
 from pykubelet.runtime.service_env import service_env, services_for_pod
@@ -36,6 +38,8 @@ CREATE_CONTAINER_ERROR = "CreateContainerError"
 CREATE_CONTAINER_CONFIG_ERROR = "CreateContainerConfigError"
 RUN_CONTAINER_ERROR = "RunContainerError"
 CONTAINER_CREATING = "ContainerCreating"
+POST_START_HOOK_ERROR = "PostStartHookError"
+MIN_GRACE_AFTER_PRE_STOP = 2  # the kubelet's minimal shutdown window, so a slow preStop does not mean SIGKILL at once
 
 
 @dataclass
@@ -49,6 +53,19 @@ class SyncResult:
 
     def retry_after(self, seconds: float) -> None:
         self.retry_in = seconds if self.retry_in is None else min(self.retry_in, seconds)
+
+
+def _pod_desc(pod: Pod) -> str:
+    """How the kubelet names a pod in messages: name_namespace(uid)."""
+    return f"{pod.name}_{pod.namespace}({pod.uid})"
+
+
+def _recorded_hook(annotation: str) -> dict | None:
+    try:
+        hook = json.loads(annotation) if annotation else None
+    except ValueError:
+        return None  # not ours: someone else wrote the annotation
+    return hook if isinstance(hook, dict) else None
 
 
 def _restart_key(pod: Pod, container: Container) -> str:
@@ -89,8 +106,9 @@ class PodSyncer:
             result.changed = True
         if actions.kill:
             names = {c.id: c.name for c in state.containers}
+            pod_ip = self._pod_ip(pod, state)
             await asyncio.gather(*(self._stop_container(pod, names.get(cid, ""), cid, why,
-                                                        pod.termination_grace_period_seconds)
+                                                        pod.termination_grace_period_seconds, pod_ip)
                                    for cid, why in actions.kill.items()))
             result.changed = True
         finished = is_terminal(pod, state)
@@ -175,6 +193,12 @@ class PodSyncer:
 
     async def _create_sandbox(self, pod: Pod, config: api.PodSandboxConfig) -> str:
         os.makedirs(config.log_directory, mode=0o755, exist_ok=True)
+        try:
+            await asyncio.to_thread(cgroups.ensure_pod_cgroup, config.linux.cgroup_parent,
+                                    resources.pod_cgroup_resources(pod))
+        except OSError as e:  # the containers still get their own limits
+            log.warning("Could not set up the pod cgroup", pod=pod.full_name, cgroup=config.linux.cgroup_parent,
+                        err=str(e))
         sandbox_id = await self.cri.run_pod_sandbox(config)
         log.info("Created pod sandbox", pod=pod.full_name, sandbox=sandbox_id[:13],
                  attempt=config.metadata.attempt)
@@ -217,6 +241,7 @@ class PodSyncer:
             volumes = await asyncio.to_thread(local_volumes.setup_volumes, self.node.root_dir, pod)
             projected = api_volumes.volume_paths(self.node.root_dir, pod)
             mounts = local_volumes.container_mounts(pod, container, {**volumes, **projected}, set(projected))
+            mounts += await asyncio.to_thread(self._pod_file_mounts, pod, container, pod_ip)
             env_sources = await self._env_sources(pod, container)
             config = specs.container_config(pod, container, image_ref, restart_count, self.node, pod_ip, mounts,
                                             env_sources)
@@ -261,7 +286,37 @@ class PodSyncer:
         self._event(pod, name, NORMAL, "Started", f"Started container {name}")
         log.info("Started container", pod=pod.full_name, container=name, id=container_id[:13],
                  restartCount=restart_count)
+        post_start = (container.raw.get("lifecycle") or {}).get("postStart")
+        if post_start:
+            hook_ip = self.node.host_ip if pod.host_network else pod_ip
+            # The kubelet gives postStart no deadline; ours is the slow-call timeout.
+            message = await run_hook(self.cri, post_start, container.raw, container_id, hook_ip, _pod_desc(pod),
+                                     self.cri.slow_timeout)
+            if message:
+                log.error("Failed to execute PostStartHook", pod=pod.full_name, container=name,
+                          id=container_id[:13], err=message)
+                # Not the message itself in the event: it may carry secrets (the kubelet's reasoning).
+                self._event(pod, name, WARNING, "FailedPostStartHook", "PostStartHook failed")
+                await self._stop_container(pod, name, container_id, "FailedPostStartHook",
+                                           pod.termination_grace_period_seconds, hook_ip, "FailedPostStartHook")
+                result.waiting[name] = (POST_START_HOOK_ERROR, message)
         return True
+
+    def _pod_ip(self, pod: Pod | None, state: PodRuntimeState) -> str:
+        """The address hooks reach the pod at: the node's for host-network pods."""
+        if pod is not None and pod.host_network:
+            return self.node.host_ip
+        return next((s.ip for s in state.sandboxes if s.ready), "")
+
+    def _pod_file_mounts(self, pod: Pod, container: Container, pod_ip: str) -> list[api.Mount]:
+        """The managed /etc/hosts and this instance's termination-message file."""
+        try:
+            hosts = podfiles.hosts_mount(self.node.root_dir, pod, container,
+                                         self.node.host_ip if pod.host_network else pod_ip, self.node.dns.domain)
+            message = podfiles.termination_message_mount(self.node.root_dir, pod, container)
+        except OSError as e:
+            raise ContainerConfigError(f"cannot write the pod's files under {self.node.root_dir}: {e}") from e
+        return [m for m in (hosts, message) if m is not None]
 
     async def _sandbox_ready(self, sandbox_id: str) -> bool:
         try:
@@ -269,11 +324,39 @@ class PodSyncer:
         except errors.NotFound:
             return False
 
-    async def _stop_container(self, pod: Pod | None, name: str, container_id: str, why: str, grace: int) -> None:
+    async def _stop_container(self, pod: Pod | None, name: str, container_id: str, why: str, grace: int,
+                              pod_ip: str = "", message: str = "", recorded: ContainerState | None = None,
+                              state: PodRuntimeState | None = None) -> None:
+        """The kubelet's killContainer: the preStop hook first, inside the grace period; the
+        stop gets what is left (at least MIN_GRACE_AFTER_PRE_STOP seconds).
+
+        Without the pod's spec (an orphan), the hook the container recorded in its annotations runs.
+        """
         log.info("Killing container", pod=pod.full_name if pod else "", container=name, id=container_id[:13],
                  reason=why, gracePeriod=grace)
         if pod is not None:
-            self._event(pod, name, NORMAL, "Killing", f"Stopping container {name}")
+            self._event(pod, name, NORMAL, "Killing", message or f"Stopping container {name}")
+            spec = next((c.raw for c in (*pod.init_containers, *pod.containers) if c.name == name), None)
+            pre_stop, pod_desc = (spec.get("lifecycle") or {}).get("preStop") if spec else None, _pod_desc(pod)
+        else:
+            spec = {"name": name}
+            pre_stop = _recorded_hook(recorded.pre_stop) if recorded is not None else None
+            pod_desc = f"{state.name}_{state.namespace}({state.uid})" if state is not None else ""
+        if pre_stop and grace > 0:
+            loop = asyncio.get_running_loop()
+            began = loop.time()
+            try:
+                failure = await asyncio.wait_for(
+                    run_hook(self.cri, pre_stop, spec, container_id, pod_ip, pod_desc, grace), grace)
+            except asyncio.TimeoutError:
+                failure = ""
+                log.info("PreStop hook not completed in grace period", pod=pod_desc, container=name,
+                         gracePeriod=grace)
+            if failure:
+                log.error("PreStop hook failed", pod=pod_desc, container=name, err=failure)
+                if pod is not None:
+                    self._event(pod, name, WARNING, "FailedPreStopHook", failure)
+            grace = max(MIN_GRACE_AFTER_PRE_STOP, grace - int(loop.time() - began))
         await self.cri.stop_container(container_id, grace)
 
     async def _stop_sandboxes(self, state: PodRuntimeState, only_ready: bool = True) -> None:
@@ -285,7 +368,9 @@ class PodSyncer:
 
         Stopping a sandbox that is already not ready is how its network gets torn down.
         """
-        await asyncio.gather(*(self._stop_container(pod, c.name, c.id, "Stopping pod", grace)
+        pod_ip = self._pod_ip(pod, state)
+        await asyncio.gather(*(self._stop_container(pod, c.name, c.id, "Stopping pod", grace, pod_ip,
+                                                    recorded=c, state=state)
                                for c in state.running()))
         await self._stop_sandboxes(state, only_ready=False)
 
@@ -319,6 +404,7 @@ class PodSyncer:
         self.api_volumes.forget(uid)
         await asyncio.to_thread(local_volumes.teardown_volumes, self.node.root_dir, uid)
         self.mount_backoff.forget(uid)
+        await asyncio.to_thread(cgroups.remove_pod_cgroups, uid)
         self.restart_backoff.forget(uid)
         self.sandbox_backoff.forget(uid)
         log.info("Pod terminated and cleaned up", pod=pod_name, uid=uid)

@@ -152,8 +152,9 @@ class PodWorker:
         specs = {c.name: c.raw for c in (*pod.init_containers, *pod.containers)}
         running = {c.id: c for c in state.running() if sandbox and c.sandbox_id == sandbox.id and c.name in specs}
         probes.retain(self.uid, set(running))
+        pod_ip = self.deps.host_ip() if pod.host_network else sandbox.ip if sandbox else ""
         for c in running.values():
-            probes.track(pod, specs[c.name], c.id, sandbox.ip, c.started_at)
+            probes.track(pod, specs[c.name], c.id, pod_ip, c.started_at)
 
     async def _terminate(self) -> None:
         deps = self.deps

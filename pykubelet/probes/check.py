@@ -1,22 +1,27 @@
-"""One probe attempt, as the kubelet's prober runs it: exec (CRI ExecSync), httpGet, tcpSocket.
+"""One probe attempt, as the kubelet's prober runs it: exec (CRI ExecSync), httpGet, tcpSocket, grpc.
 
-Returns (success, message); the message is what an Unhealthy event says.
+Returns (success, message); the message is what an Unhealthy event says. The HTTP request and
+the port lookup are shared with the lifecycle hooks (probes/hooks.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import aiohttp
+import grpc
 
 from pykubelet.cri import errors
 from pykubelet.cri.client import CRIClient
+from pykubelet.probes.grpc_health.v1 import health_pb2, health_pb2_grpc
 
 MAX_BODY = 10 * 1024  # the kubelet reads at most 10 KiB of a probe's answer
+KUBE_VERSION = "1.36"
 
 
-def _port(value: Any, container: dict[str, Any]) -> int:
+def resolve_port(value: Any, container: dict[str, Any]) -> int:
     """A number, or the name of one of the container's ports."""
     if isinstance(value, int):
         return value
@@ -26,6 +31,47 @@ def _port(value: Any, container: dict[str, Any]) -> int:
     if isinstance(value, str) and value.isdigit():
         return int(value)
     raise ValueError(f"unknown port {value!r}")
+
+
+async def http_get(http: dict[str, Any], container: dict[str, Any], pod_ip: str, timeout: float,
+                   user_agent: str) -> tuple[int, str]:
+    """GET an httpGet action's URL (host defaults to the pod IP); (status code, start of the body)."""
+    scheme = (http.get("scheme") or "HTTP").lower()
+    path = http.get("path") or "/"
+    if not path.startswith("/"):
+        path = "/" + path
+    url = f"{scheme}://{http.get('host') or pod_ip}:{resolve_port(http.get('port'), container)}{path}"
+    headers = {"User-Agent": user_agent, "Accept": "*/*"}
+    headers.update({h["name"]: h["value"] for h in http.get("httpHeaders") or []})
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
+        async with session.get(url, headers=headers, ssl=False, allow_redirects=True) as response:
+            return response.status, (await response.content.read(MAX_BODY)).decode(errors="replace")
+
+
+async def grpc_check(host: str, port: int, service: str, timeout: float) -> tuple[bool, str]:
+    """grpc.health.v1.Health/Check against host:port, with the kubelet's messages."""
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    async with grpc.aio.insecure_channel(address, options=[("grpc.primary_user_agent",
+                                                            f"kube-probe/{KUBE_VERSION}")]) as channel:
+        try:
+            await asyncio.wait_for(channel.channel_ready(), timeout)
+        except asyncio.TimeoutError:
+            return False, f"timeout: failed to connect service {json.dumps(address)} within {timeout:g}s"
+        stub = health_pb2_grpc.HealthStub(channel)
+        try:
+            answer = await stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout)
+        except grpc.aio.AioRpcError as e:
+            if e.code() == grpc.StatusCode.UNIMPLEMENTED:
+                return False, ("this server does not implement the grpc health protocol (grpc.health.v1.Health): "
+                               f"{e.details()}")
+            if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                return False, f"timeout: health rpc did not complete within {timeout:g}s"
+            code = "".join(word.capitalize() for word in e.code().name.split("_"))  # Go's codes.Code names
+            return False, f"error: health rpc probe failed: rpc error: code = {code} desc = {e.details()}"
+    if answer.status != health_pb2.HealthCheckResponse.SERVING:
+        status = health_pb2.HealthCheckResponse.ServingStatus.Name(answer.status)
+        return False, f"service unhealthy (responded with {json.dumps(status)})"
+    return True, ""
 
 
 async def run_probe(cri: CRIClient, probe: dict[str, Any], container: dict[str, Any], container_id: str,
@@ -43,24 +89,21 @@ async def run_probe(cri: CRIClient, probe: dict[str, Any], container: dict[str, 
             output = (answer.stdout + answer.stderr).decode(errors="replace").strip()
             return False, output or f"command {command} exited with {answer.exit_code}"
         if "httpGet" in probe:
-            http = probe["httpGet"] or {}
-            scheme = (http.get("scheme") or "HTTP").lower()
-            url = f"{scheme}://{http.get('host') or pod_ip}:{_port(http.get('port'), container)}{http.get('path') or '/'}"
-            headers = {"User-Agent": "kube-probe/1.36", "Accept": "*/*"}
-            headers.update({h["name"]: h["value"] for h in http.get("httpHeaders") or []})
-            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
-                async with session.get(url, headers=headers, ssl=False, allow_redirects=True) as response:
-                    body = (await response.content.read(MAX_BODY)).decode(errors="replace")
-                    if 200 <= response.status < 400:
-                        return True, ""
-                    return False, f"HTTP probe failed with statuscode: {response.status} {body[:200]}".rstrip()
+            status, body = await http_get(probe["httpGet"] or {}, container, pod_ip, timeout,
+                                          f"kube-probe/{KUBE_VERSION}")
+            if 200 <= status < 400:
+                return True, ""
+            return False, f"HTTP probe failed with statuscode: {status} {body[:200]}".rstrip()
         if "tcpSocket" in probe:
             tcp = probe["tcpSocket"] or {}
-            port = _port(tcp.get("port"), container)
+            port = resolve_port(tcp.get("port"), container)
             _, writer = await asyncio.wait_for(asyncio.open_connection(tcp.get("host") or pod_ip, port), timeout)
             writer.close()
             return True, ""
-        return True, ""  # grpc and unknown handlers: not run yet (counted as success, logged once upstream)
+        if "grpc" in probe:
+            action = probe["grpc"] or {}
+            return await grpc_check(pod_ip, int(action.get("port") or 0), action.get("service") or "", timeout)
+        return True, ""  # unknown handlers: the API allows none other
     except (aiohttp.ClientError, OSError, asyncio.TimeoutError, ValueError) as e:
         return False, f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
     except errors.CRIError as e:

@@ -21,6 +21,7 @@ CONTAINER_PORTS = "io.kubernetes.container.ports"
 TERMINATION_MESSAGE_PATH = "io.kubernetes.container.terminationMessagePath"
 TERMINATION_MESSAGE_POLICY = "io.kubernetes.container.terminationMessagePolicy"
 POD_TERMINATION_GRACE = "io.kubernetes.pod.terminationGracePeriod"
+PRE_STOP_HANDLER = "io.kubernetes.container.preStopHandler"
 
 
 def pod_labels(pod: Pod) -> dict[str, str]:
@@ -38,10 +39,13 @@ def container_annotations(pod: Pod, container: Container, container_hash: str, r
     annotations = {
         CONTAINER_HASH: container_hash,
         CONTAINER_RESTART_COUNT: str(restart_count),
-        TERMINATION_MESSAGE_PATH: "/dev/termination-log",
-        TERMINATION_MESSAGE_POLICY: "File",
+        TERMINATION_MESSAGE_PATH: container.raw.get("terminationMessagePath") or "/dev/termination-log",
+        TERMINATION_MESSAGE_POLICY: container.raw.get("terminationMessagePolicy") or "File",
         POD_TERMINATION_GRACE: str(pod.termination_grace_period_seconds),
     }
+    pre_stop = (container.raw.get("lifecycle") or {}).get("preStop")
+    if pre_stop:  # so the hook still runs for a container whose pod spec is gone
+        annotations[PRE_STOP_HANDLER] = json.dumps(pre_stop, sort_keys=True)
     if container.ports:
         annotations[CONTAINER_PORTS] = json.dumps([
             {k: v for k, v in (("name", p.name), ("hostPort", p.host_port), ("containerPort", p.container_port),

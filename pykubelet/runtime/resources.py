@@ -82,3 +82,34 @@ def linux_resources(pod: Pod, container: Container, memory_capacity: int) -> api
     if "memory" in limits:
         resources.memory_limit_in_bytes = quantity_bytes(limits["memory"])
     return resources
+
+
+def pod_cgroup_resources(pod: Pod) -> api.LinuxContainerResources:
+    """The pod cgroup's limits, as the kubelet's ResourceConfigForPod sets them: CPU shares from
+    the pod's CPU request; a CFS quota only when every container limits CPU, a memory limit only
+    when every container limits memory (else a container could outgrow its siblings' share).
+
+    The pod needs the larger of what its app containers and sidecars use together and what
+    its biggest init container uses alone.
+    """
+    regular_inits = [c for c in pod.init_containers if not c.is_sidecar]
+    together = [*(c for c in pod.init_containers if c.is_sidecar), *pod.containers]
+    everyone = [*regular_inits, *together]
+
+    def amount(kind: str, which: int, parse) -> int:
+        def of(c: Container) -> int:
+            return parse(_resources(c)[which].get(kind, 0))
+        return max(sum(of(c) for c in together), max((of(c) for c in regular_inits), default=0))
+
+    resources = api.LinuxContainerResources()
+    if qos_class(pod) == BEST_EFFORT:
+        resources.cpu_shares = MIN_SHARES
+        return resources
+    cpu_request = amount("cpu", 0, cpu_millis)
+    resources.cpu_shares = min(MAX_SHARES, max(MIN_SHARES, cpu_request * SHARES_PER_CPU // 1000))
+    if all("cpu" in _resources(c)[1] for c in everyone):
+        resources.cpu_period = QUOTA_PERIOD
+        resources.cpu_quota = max(MIN_QUOTA, amount("cpu", 1, cpu_millis) * QUOTA_PERIOD // 1000)
+    if all("memory" in _resources(c)[1] for c in everyone):
+        resources.memory_limit_in_bytes = amount("memory", 1, quantity_bytes)
+    return resources

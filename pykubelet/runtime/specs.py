@@ -13,7 +13,7 @@ from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.runtime import labels
 from pykubelet.runtime.dns import ClusterDNS, dns_config
 from pykubelet.runtime.env import EnvSources, PodFacts, container_env, expand_command
-from pykubelet.runtime.resources import linux_resources
+from pykubelet.runtime.resources import GUARANTEED, linux_resources, qos_class
 from pykubelet.runtime.security import linux_security
 
 
@@ -32,6 +32,7 @@ class NodeFacts:
     seccomp_root: str = "/var/lib/kubelet/seccomp"
     """<root-dir>/seccomp: where Localhost seccomp profiles live."""
 
+KUBEPODS_CGROUP = "kubepods"
 _PROTOCOLS = {"TCP": api.TCP, "UDP": api.UDP, "SCTP": api.SCTP}
 
 
@@ -54,9 +55,18 @@ def container_hash(container: Container) -> str:
 def _namespace_options(pod: Pod) -> api.NamespaceOption:
     return api.NamespaceOption(
         network=api.NODE if pod.host_network else api.POD,
-        pid=api.CONTAINER,  # the kubelet's default without shareProcessNamespace
-        ipc=api.POD,
+        # Each container sees only its own processes unless the pod shares one PID namespace.
+        pid=api.NODE if pod.host_pid else api.POD if pod.share_process_namespace else api.CONTAINER,
+        ipc=api.NODE if pod.host_ipc else api.POD,
     )
+
+
+def pod_cgroup_parent(pod: Pod) -> str:
+    """The pod's cgroup in the kubelet's cgroupfs layout: /kubepods/pod<uid> for Guaranteed pods,
+    /kubepods/burstable/pod<uid> and /kubepods/besteffort/pod<uid> for the others."""
+    qos = qos_class(pod)
+    tier = "" if qos == GUARANTEED else f"{qos.lower()}/"
+    return f"/{KUBEPODS_CGROUP}/{tier}pod{pod.uid}"
 
 
 def sandbox_config(pod: Pod, attempt: int, logs_root: str, dns: ClusterDNS | None = None) -> api.PodSandboxConfig:
@@ -68,14 +78,16 @@ def sandbox_config(pod: Pod, attempt: int, logs_root: str, dns: ClusterDNS | Non
     return api.PodSandboxConfig(
         metadata=api.PodSandboxMetadata(name=pod.name, uid=pod.uid, namespace=pod.namespace, attempt=attempt),
         # Host-network pods keep the node's hostname, as with the kubelet.
-        hostname="" if pod.host_network else pod.name[:63].rstrip("-."),
+        hostname="" if pod.host_network else pod.hostname_and_domain("")[0],
         log_directory=pod_log_directory(logs_root, pod),
         port_mappings=port_mappings,
         dns_config=dns_config(pod, dns or ClusterDNS()),
         labels=labels.pod_labels(pod),
         annotations=pod.annotations,
         linux=api.LinuxPodSandboxConfig(
+            cgroup_parent=pod_cgroup_parent(pod),
             security_context=api.LinuxSandboxSecurityContext(namespace_options=_namespace_options(pod)),
+            sysctls=pod.sysctls,
         ),
     )
 

@@ -13,6 +13,7 @@ from pykubelet.cri import errors
 from pykubelet.cri.client import CRIClient
 from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.runtime import labels
+from pykubelet.runtime.termination import termination_message
 
 RUNNING, EXITED, CREATED, UNKNOWN = "running", "exited", "created", "unknown"
 _STATE_NAMES = {api.CONTAINER_RUNNING: RUNNING, api.CONTAINER_EXITED: EXITED,
@@ -47,6 +48,8 @@ class ContainerState:
     sandbox_id: str = ""
     grace_seconds: int = 30
     log_path: str = ""
+    pre_stop: str = ""
+    """The preStop handler the container recorded (JSON), for when its pod spec is gone."""
 
 
 @dataclass
@@ -77,6 +80,11 @@ class PodRuntimeState:
         return [c for c in self.containers if c.state in (RUNNING, UNKNOWN)]
 
 
+def _message(status: api.ContainerStatus) -> str:
+    """The runtime's message, then what the container left as its termination message."""
+    return ": ".join(m for m in (status.message, termination_message(status)) if m)
+
+
 def _container_state(status: api.ContainerStatus, sandbox_id: str) -> ContainerState:
     annotations = status.annotations
     return ContainerState(
@@ -90,12 +98,13 @@ def _container_state(status: api.ContainerStatus, sandbox_id: str) -> ContainerS
         finished_at=status.finished_at / NS,
         exit_code=status.exit_code,
         reason=status.reason,
-        message=status.message,
+        message=_message(status),
         image=status.image.user_specified_image or status.image.image,
         image_ref=status.image_ref,
         sandbox_id=sandbox_id,
         grace_seconds=int(annotations.get(labels.POD_TERMINATION_GRACE, "30") or 30),
         log_path=status.log_path,
+        pre_stop=annotations.get(labels.PRE_STOP_HANDLER, ""),
     )
 
 

@@ -18,7 +18,7 @@ import yaml
 
 from pykubelet.cri import errors
 from pykubelet.cri.client import CRIClient
-from pykubelet.runtime import labels
+from pykubelet.runtime import cgroups, labels
 from tests.helpers import unmount_under, wait_for
 
 ENDPOINT = os.environ.get("PYKUBELET_TEST_ENDPOINT", "unix:///run/containerd/containerd.sock")
@@ -159,6 +159,7 @@ async def _remove_test_pods_once(cri: CRIClient) -> None:
         if is_test_pod(s.metadata.name, s.metadata.namespace):
             await cri.stop_pod_sandbox(s.id)
             await cri.remove_pod_sandbox(s.id)
+            cgroups.remove_pod_cgroups(s.metadata.uid)  # the agent's job, but it is gone by now
 
 
 @pytest.fixture
