@@ -25,7 +25,6 @@ config="$PYKUBELET_CONTAINERD_CONFIG"
 sock=/run/containerd/containerd.sock
 run_dir=/run/pykubelet
 cni_dir=/etc/cni/net.d
-cni_src="$repo/cni/10-pykubelet.conflist"
 export PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH"
 
 say() { printf 'setup: %s\n' "$*" >&2; }
@@ -87,18 +86,9 @@ fi
 rm -f "$new_cfg"
 
 # ------------------------------------------------------------------- CNI
-# containerd's CRI plugin loads only the FIRST config in conf_dir (by file name),
-# so ours goes in only when the directory holds no other network config;
-# otherwise pods would silently land on somebody else's network.
+# The agent writes containerd's network config (10-pykubelet.conflist) itself, in both
+# network modes; until then containerd reports NetworkReady=false, as on a fresh node.
 mkdir -p "$cni_dir"
-others="$(find "$cni_dir" -maxdepth 1 -type f \( -name '*.conf' -o -name '*.conflist' -o -name '*.json' \) \
-          ! -name "$(basename "$cni_src")" | sort)"
-if [ -n "$others" ]; then
-    warn "$cni_dir already has other CNI config(s), not installing ours:"$'\n'"$others"
-elif ! cmp -s "$cni_src" "$cni_dir/$(basename "$cni_src")"; then
-    install -m 0644 "$cni_src" "$cni_dir/"
-    say "installed $cni_dir/$(basename "$cni_src")"
-fi
 
 # ------------------------------------------------------------- containerd
 mkdir -p "$log_dir" "$run_dir"

@@ -142,7 +142,7 @@ def start_node(name: str, ip: str, mode: str, workdir: pathlib.Path, *extra: str
     if mode == "runtime":
         flags += ["--cni-write-config", "true" if write_config else "false"]
     agent = AgentProcess(workdir, workdir / "manifests", *flags, *extra, node=name,
-                         endpoint=f"unix://{state}/containerd.sock")
+                         endpoint=f"unix://{state}/containerd.sock", network_state=None)  # a fresh node
     return Node(name, ip, mode, agent.start())
 
 

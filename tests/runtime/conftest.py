@@ -25,6 +25,7 @@ ENDPOINT = os.environ.get("PYKUBELET_TEST_ENDPOINT", "unix:///run/containerd/con
 # A second run (own containerd, own node name) can share the machine with the first.
 NODE = os.environ.get("PYKUBELET_TEST_NODE", "pkltest")
 BUSYBOX = "docker.io/library/busybox:1.36"
+SHARED_NETWORK_STATE = pathlib.Path("/var/lib/pykubelet-test") / NODE / "network"
 
 
 def free_port() -> int:
@@ -60,8 +61,16 @@ class AgentProcess:
     """pykubelet run as a user runs it, in its own session so signals reach only it."""
 
     def __init__(self, workdir: pathlib.Path, manifests: pathlib.Path, *extra: str, node: str = NODE,
-                 endpoint: str = ENDPOINT):
+                 endpoint: str = ENDPOINT, network_state: pathlib.Path | None = SHARED_NETWORK_STATE):
         self.workdir = workdir
+        if network_state is not None:
+            # Each test has its own root dir, but the agents of one node share their network
+            # state, as successive agents on a real node do: pods a test's teardown removed
+            # while no agent ran are released by the next agent (IPs, portmap rules).
+            network_state.mkdir(parents=True, exist_ok=True)
+            (workdir / "root").mkdir(parents=True, exist_ok=True)
+            if not (workdir / "root" / "network").exists():
+                (workdir / "root" / "network").symlink_to(network_state)
         self.node = node
         self.endpoint = endpoint
         self.extra = extra  # flags every start of this agent gets

@@ -30,6 +30,7 @@ def test_the_pod_network_template_is_filled_with_the_nodes_values(tmp_path):
     assert (bridge["type"], bridge["bridge"], bridge["ipam"]["subnet"]) == ("bridge", "pkl0", "10.244.1.0/24")
     assert bridge["ipam"]["dataDir"] == str(tmp_path / "ipam")
     assert bridge["ipMasq"] is False  # the agent masquerades only traffic leaving the cluster
+    assert bridge["forceAddress"] is True  # the bridge's gateway address follows the node's podCIDR
     assert portmap["capabilities"] == {"portMappings": True}
     assert net.cni_version == "1.0.0"  # Debian's plugins speak up to 1.0.0
     assert net.disable_check  # portmap 1.1.1's CHECK fails on IPv4-only pods
