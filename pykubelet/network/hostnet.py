@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import os
+from typing import Any, Iterable
 
 from pyroute2.netlink.exceptions import NetlinkError
 
@@ -106,3 +107,19 @@ def node_route(node: dict) -> tuple[str, str] | None:
         return str(ipaddress.ip_network(cidrs[0])), str(ipaddress.ip_address(ips[0]))
     except ValueError:
         return None
+
+
+def routes_to_other_nodes(own_name: str, own_node: dict[str, Any],
+                          nodes: Iterable[dict[str, Any]]) -> tuple[dict[str, str], set[str]]:
+    """(podCIDR -> InternalIP of every other node, every node's podCIDR)."""
+    routes, cidrs = {}, set()
+    own = node_route(own_node)
+    for node in nodes:
+        route = node_route(node)
+        if route is None:
+            continue
+        cidrs.add(route[0])
+        # A node on our own IP is this host under another name: no route leads there.
+        if node["metadata"]["name"] != own_name and (own is None or route[1] != own[1]):
+            routes[route[0]] = route[1]
+    return routes, cidrs

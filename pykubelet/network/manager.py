@@ -26,7 +26,7 @@ from pykubelet.kube.client import KubeClient
 from pykubelet.kube.reflector import Objects, Reflector
 from pykubelet.network import assets
 from pykubelet.network.attachments import AttachmentRecords
-from pykubelet.network.hostnet import HostNetwork, netns_path, node_route
+from pykubelet.network.hostnet import HostNetwork, netns_path, routes_to_other_nodes
 from pykubelet.network.pod_network import AgentPodNetwork
 from pykubelet.network.shim_server import ShimServer
 from pykubelet.util.log import get_logger
@@ -131,15 +131,8 @@ class NetworkManager:
         return server
 
     async def _sync_host_network(self) -> None:
-        routes = {}
-        cidrs = {self.pod_cidr}
-        for node in self._nodes.values():
-            route = node_route(node)
-            if route is None:
-                continue
-            cidrs.add(route[0])
-            if node["metadata"]["name"] != self.node_name:
-                routes[route[0]] = route[1]
+        routes, cidrs = routes_to_other_nodes(self.node_name, self._own_node, self._nodes.values())
+        cidrs.add(self.pod_cidr)
         try:
             await self.host.sync_masquerade(self.pod_cidr, sorted(cidrs))
             await self.host.sync_routes(routes)

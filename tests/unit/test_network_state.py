@@ -11,7 +11,7 @@ from pykubelet.cni.config import parse_conflist
 from pykubelet.cni.result import parse_result
 from pykubelet.network import assets
 from pykubelet.network.attachments import AttachmentRecords
-from pykubelet.network.hostnet import netns_path, node_route
+from pykubelet.network.hostnet import netns_path, node_route, routes_to_other_nodes
 from pykubelet.network.pod_network import AgentPodNetwork
 
 RESULT = {"cniVersion": "1.0.0", "interfaces": [{"name": "eth0", "sandbox": "/var/run/netns/x"}],
@@ -127,3 +127,17 @@ def test_netns_names_are_found_where_ip_netns_keeps_them():
     assert netns_path("node1") == "/var/run/netns/node1"
     assert netns_path("/proc/42/ns/net") == "/proc/42/ns/net"
     assert netns_path("") == ""
+
+
+def _node(name: str, cidr: str, ip: str) -> dict:
+    return {"metadata": {"name": name}, "spec": {"podCIDR": cidr},
+            "status": {"addresses": [{"type": "InternalIP", "address": ip}]}}
+
+
+def test_routes_go_to_every_other_node_but_not_to_ourselves():
+    me = _node("n1", "10.244.1.0/24", "10.0.0.1")
+    nodes = [me, _node("n2", "10.244.2.0/24", "10.0.0.2"), _node("alias", "10.244.3.0/24", "10.0.0.1"),
+             {"metadata": {"name": "new"}, "spec": {}, "status": {}}]
+    routes, cidrs = routes_to_other_nodes("n1", me, nodes)
+    assert routes == {"10.244.2.0/24": "10.0.0.2"}
+    assert cidrs == {"10.244.1.0/24", "10.244.2.0/24", "10.244.3.0/24"}  # all stay unmasqueraded
