@@ -51,6 +51,12 @@ def _empty_dir(root_dir: str, pod: Pod, name: str, source: dict[str, Any]) -> st
             options += f",size={quantity_bytes(source['sizeLimit'])}"
         subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", path], check=True, capture_output=True)
     os.chmod(path, 0o777)  # the kubelet's emptyDir is world-writable, so any runAsUser can use it
+    fs_group = (pod.raw.get("spec", {}).get("securityContext") or {}).get("fsGroup")
+    if fs_group is not None:
+        # The kubelet's volume ownership step: the fsGroup owns it, and files made in it inherit
+        # that group (setgid), so every container of the pod shares them.
+        os.chown(path, -1, int(fs_group))
+        os.chmod(path, 0o2777)
     return path
 
 

@@ -205,3 +205,16 @@ async def test_empty_dir_is_shared_by_init_and_app_containers_and_removed_with_t
     path.unlink()
     await wait_for(lambda: not pod_dir.exists(), 20, "the pod's volume directory removed", describe=agent.describe)
     assert (host_dir / "motd").read_text() == "from-the-host\n", "hostPath data must survive the pod"
+
+
+async def test_files_in_an_empty_dir_belong_to_the_pods_fs_group(agent, manifests):
+    manifest = pod_manifest("fsgroup", "touch /data/f; stat -c '%u:%g' /data/f; sleep 3600", grace=1)
+    manifest["spec"]["securityContext"] = {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 2000}
+    manifest["spec"]["volumes"] = [{"name": "data", "emptyDir": {}}]
+    manifest["spec"]["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
+    write_manifest(manifests, "fsgroup", manifest)
+    name = f"fsgroup-{NODE}"
+    pod = await agent.wait_pod(name, lambda p: phase(p) == "Running", 30, "Running")
+    lines = await wait_for(lambda: log_lines(agent, name, pod), 10, "the file's owner in the log",
+                           describe=agent.describe)
+    assert lines[0] == "1000:2000"  # made by the container's user, in the pod's fsGroup (setgid)
