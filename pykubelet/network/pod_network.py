@@ -116,6 +116,13 @@ class AgentPodNetwork:
                             err=str(e))
         if gone:
             log.info("Released the network of pods that are gone", count=len(gone))
+        # Plugins that speak CNI 1.1 also get a GC naming what must stay (a no-op for older ones).
+        valid = [Attachment(container_id=cid, netns="", ifname=(self.records.load(cid) or {}).get("ifname", "eth0"))
+                 for cid in sorted(self.records.ids() & live_sandboxes)]
+        try:
+            await self.cni.gc(self.network, valid)
+        except CNIError as e:
+            log.warning("CNI GC failed", err=str(e))
         return sorted(gone)
 
 

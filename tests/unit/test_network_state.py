@@ -65,6 +65,10 @@ def test_records_round_trip_and_refuse_path_tricks(tmp_path):
 class RecordingCNI:
     def __init__(self):
         self.deleted = []
+        self.kept = None
+
+    async def gc(self, net, valid):
+        self.kept = [att.container_id for att in valid]
 
     async def delete(self, net, att, prev_result=None):
         self.deleted.append((att.container_id, att.netns, prev_result))
@@ -94,6 +98,7 @@ async def test_a_restarted_agent_releases_what_pods_that_are_gone_held(tmp_path)
     assert cni.deleted[0][2] == parse_result(RESULT, "1.0.0")  # DEL gets the result ADD returned
     assert cni.deleted[1][2] is None
     assert records.ids() == {"alive"}
+    assert cni.kept == ["alive"]  # a CNI 1.1 GC is told what stays
 
 
 async def test_a_second_del_of_a_detached_sandbox_runs_no_plugin(tmp_path):
