@@ -125,11 +125,11 @@ class Agent:
                                          lambda pods: dispatcher.set_pods(pods, "file"))
                 sources_ready.append(source.ready)
                 self._spawn("static-pod-source", source.run())
-            if kube is not None:
-                sources_ready.append(self._join_cluster(kube, cri, recorder, statuses, deps, dispatcher, pleg,
-                                                        host_info, node_ip))
             network = NetworkManager(s.network, cri, s.root_dir, s.node_name, kube)
             self._spawn("network", network.run())
+            if kube is not None:
+                sources_ready.append(self._join_cluster(kube, cri, recorder, statuses, deps, dispatcher, pleg,
+                                                        network, host_info, node_ip))
             self._spawn("pleg", pleg.run())
             self._spawn("housekeeping", self._housekeeping(dispatcher, pleg, sources_ready))
             if s.server.healthz_port:
@@ -153,7 +153,8 @@ class Agent:
                 await kube.close()
             await cri.close()
 
-    def _join_cluster(self, kube, cri, recorder, statuses, deps, dispatcher, pleg, host_info, node_ip) -> asyncio.Event:
+    def _join_cluster(self, kube, cri, recorder, statuses, deps, dispatcher, pleg, network, host_info,
+                      node_ip) -> asyncio.Event:
         """Start the node manager, events, status writes and the apiserver pod source."""
         from pykubelet.node.manager import NodeManager
         from pykubelet.pods.mirror import MirrorPods
@@ -162,11 +163,12 @@ class Agent:
         s = self.settings
 
         def agent_errors() -> list[str]:
+            errs = [f"network plugin is not ready: {network.problem}"] if network.problem else []
             if pleg.healthy(PLEG_THRESHOLD_SECONDS):
-                return []
+                return errs
             seen = time.time() - pleg.last_relist if pleg.last_relist else PLEG_THRESHOLD_SECONDS
             return [f"PLEG is not healthy: pleg was last seen active {format_duration(seen)} ago; "
-                    f"threshold is {format_duration(PLEG_THRESHOLD_SECONDS)}"]
+                    f"threshold is {format_duration(PLEG_THRESHOLD_SECONDS)}", *errs]
 
         node = NodeManager(kube, cri, recorder, node_name=s.node_name, host_info=host_info, node_ip=node_ip,
                            labels=s.cluster.node_labels, max_pods=s.pods.max_pods,
@@ -189,8 +191,14 @@ class Agent:
                 dispatcher.wake(uid)
             await asyncio.Event().wait()
 
+        async def report_network_ready() -> None:
+            await network.ready.wait()  # Ready may turn True now, not at the next status period
+            node.nudge()
+            await asyncio.Event().wait()
+
         if s.cluster.register_node:
             self._spawn("node-status", node.run())
+            self._spawn("network-ready-report", report_network_ready())
             self._spawn("mirror-pods", wake_static_pods_once_registered())
         self._spawn("apiserver-pod-source", source.run())
         self._spawn("status-manager", statuses.run())

@@ -17,8 +17,11 @@ import asyncio
 import os
 from typing import Any
 
+import tenacity
+
 from pykubelet.cni.client import CNI
 from pykubelet.cni.config import parse_conflist
+from pykubelet.cni.errors import CNIError
 from pykubelet.config import STANDALONE_POD_CIDR, NetworkSettings
 from pykubelet.cri import errors as cri_errors
 from pykubelet.cri.client import CRIClient
@@ -45,9 +48,11 @@ class NetworkManager:
         self.host = HostNetwork(settings.host_netns)
         self.pod_cidr = ""
         self.ready = asyncio.Event()  # the network is configured for the mode
+        self.problem = "the pod network is not set up yet"  # for the node's Ready condition; "" once ready
         self._own_node: dict[str, Any] = {}
         self._nodes: Objects = {}  # every Node, when the agent routes to them
         self._nodes_changed = asyncio.Event()
+        self._shim_server: asyncio.AbstractServer | None = None
 
     @property
     def owns_routing(self) -> bool:
@@ -70,6 +75,7 @@ class NetworkManager:
             cidr = (node.get("spec") or {}).get("podCIDR", "")
             if cidr:
                 return cidr
+            self.problem = "waiting for the Node's spec.podCIDR"
             if node and not waiting_logged:
                 log.info("Waiting for the Node's spec.podCIDR (controller-manager --allocate-node-cidrs)",
                          node=self.node_name)
@@ -92,17 +98,17 @@ class NetworkManager:
             log.info("Pod network", mode=self.settings.mode, podCIDR=self.pod_cidr,
                      writesConfig=self.owns_routing, hostNetns=self.host.netns or "own")
             await self._push_to_runtime()
-            pod_network = assets.render("pod-network.conflist", bridge=self.settings.bridge, pod_cidr=self.pod_cidr,
-                                        ipam_dir=os.path.join(self.state_dir, "ipam"))
-            if self.settings.mode == "agent":
-                server = await self._start_agent_mode(pod_network, tasks)
-                await server.ready.wait()
-                assets.write_conflist(self.settings.cni_conf_dir,
-                                      assets.render("containerd-agent-mode.conflist", socket=self.settings.socket))
-            elif self.settings.write_runtime_config:
-                assets.write_conflist(self.settings.cni_conf_dir, pod_network)
+            # A network that cannot be set up (no CNI plugins, an unwritable conf dir...) keeps the
+            # node NotReady and is retried; it never stops the agent or its running pods.
+            async for attempt in tenacity.AsyncRetrying(
+                    retry=tenacity.retry_if_exception_type((OSError, ValueError, CNIError, cri_errors.CRIError)),
+                    wait=tenacity.wait_exponential(multiplier=1, max=30),
+                    before_sleep=self._setup_failed):
+                with attempt:
+                    await self._configure(tasks)
             if self.owns_routing:
                 await self._sync_host_network()
+            self.problem = ""
             self.ready.set()
             if not (self.owns_routing and self.kube is not None):
                 await asyncio.Event().wait()  # nothing more to follow; runs until the agent stops
@@ -111,13 +117,31 @@ class NetworkManager:
                 await self._nodes_changed.wait()
                 await self._sync_host_network()
 
+    def _setup_failed(self, state: tenacity.RetryCallState) -> None:
+        err = str(state.outcome.exception()) if state.outcome else ""
+        self.problem = f"pod network setup failed: {err}"
+        log.error("Cannot set up the pod network; retrying", mode=self.settings.mode, err=err)
+
     async def _push_to_runtime(self) -> None:
         try:
             await self.cri.update_runtime_config(self.pod_cidr)
         except cri_errors.CRIError as e:
             log.warning("Runtime did not take the podCIDR", err=str(e))
 
-    async def _start_agent_mode(self, pod_network: dict[str, Any], tasks: asyncio.TaskGroup) -> ShimServer:
+    async def _configure(self, tasks: asyncio.TaskGroup) -> None:
+        pod_network = assets.render("pod-network.conflist", bridge=self.settings.bridge, pod_cidr=self.pod_cidr,
+                                    ipam_dir=os.path.join(self.state_dir, "ipam"))
+        if self.settings.mode == "agent":
+            if self._shim_server is None:
+                self._shim_server = await self._start_agent_mode(pod_network)
+                tasks.create_task(self._shim_server.serve_forever(), name="cni-shim-server")
+            # Only now containerd learns of the shim: it reports NetworkReady once we can answer.
+            assets.write_conflist(self.settings.cni_conf_dir,
+                                  assets.render("containerd-agent-mode.conflist", socket=self.settings.socket))
+        elif self.settings.write_runtime_config:
+            assets.write_conflist(self.settings.cni_conf_dir, pod_network)
+
+    async def _start_agent_mode(self, pod_network: dict[str, Any]) -> asyncio.AbstractServer:
         network = parse_conflist(pod_network, source="cni/pod-network.conflist")
         cni = CNI(self.settings.cni_bin_dirs, plugin_netns=netns_path(self.settings.host_netns) or None)
         attachments = AgentPodNetwork(cni, network, AttachmentRecords(os.path.join(self.state_dir, "attachments")),
@@ -126,9 +150,7 @@ class NetworkManager:
         log.info("CNI shim installed", dirs=",".join(installed))
         live = {s.id for s in await self.cri.list_pod_sandbox()}
         await attachments.release_leaks(live)
-        server = ShimServer(self.settings.socket, attachments.handle)
-        tasks.create_task(server.run(), name="cni-shim-server")
-        return server
+        return await ShimServer(self.settings.socket, attachments.handle).start()
 
     async def _sync_host_network(self) -> None:
         routes, cidrs = routes_to_other_nodes(self.node_name, self._own_node, self._nodes.values())

@@ -95,7 +95,8 @@ class ShimServer:
         finally:
             writer.close()
 
-    async def run(self) -> None:
+    async def start(self) -> asyncio.AbstractServer:
+        """Listen on the socket (raises if it cannot); answering goes on until the server closes."""
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         if os.path.exists(self.path):
             os.unlink(self.path)  # a stale socket of an earlier agent
@@ -103,5 +104,8 @@ class ShimServer:
         os.chmod(self.path, 0o600)
         log.info("Answering the CNI shim", socket=self.path)
         self.ready.set()
-        async with server:
+        return server
+
+    async def run(self) -> None:
+        async with await self.start() as server:
             await server.serve_forever()

@@ -58,6 +58,7 @@ class NodeManager:
         self.node_uid = ""
         self.pod_cidrs: list[str] = []
         self.registered = asyncio.Event()
+        self._nudged = asyncio.Event()
         self._runtime_version = ""
         self._last_status: dict[str, Any] = {}
         self._last_report = 0.0
@@ -187,13 +188,21 @@ class NodeManager:
         conds = [{k: v for k, v in c.items() if k != "lastHeartbeatTime"} for c in status.get("conditions", [])]
         return {**status, "conditions": conds}
 
+    def nudge(self) -> None:
+        """Compute node status now rather than at the next period (something it reports changed)."""
+        self._nudged.set()
+
     async def _status_loop(self) -> None:
         while True:
+            self._nudged.clear()
             try:
                 await self.update_status()
             except errors.KubeError as e:
                 log.warning("Error updating node status; will retry", node=self.node_name, err=str(e))
-            await asyncio.sleep(self.update_seconds)
+            try:
+                await asyncio.wait_for(self._nudged.wait(), self.update_seconds)
+            except asyncio.TimeoutError:
+                pass
 
     async def update_status(self) -> None:
         status = self.build_status(await self.observe_health())

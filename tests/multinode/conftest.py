@@ -21,7 +21,7 @@ import pytest
 from pykubelet.cri.client import CRIClient
 from tests.cluster.conftest import (REPO, cluster, cluster_sh, kubectl, kubectl_json,  # noqa: F401 (fixtures)
                                     namespace, node_condition)
-from tests.helpers import wait_for
+from tests.helpers import unmount_under, wait_for
 from tests.runtime.conftest import AgentProcess
 
 LAN_NS = "pkl-lan"
@@ -149,6 +149,7 @@ def start_node(name: str, ip: str, mode: str, workdir: pathlib.Path, *extra: str
 def stop_node(node: Node) -> None:
     node.agent.shutdown()
     subprocess.run(["bash", str(CONTAINERD_NODE), "down", node.name], capture_output=True, timeout=120)
+    unmount_under(str(node.agent.workdir))  # the token tmpfs of the pods that were still running
     kubectl("delete", "node", node.name, "--wait=false", check=False)
     host_network_down(node.name)
 
