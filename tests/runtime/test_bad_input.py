@@ -68,3 +68,29 @@ async def test_pods_over_max_pods_are_rejected_with_out_of_pods(cri, tmp_path, m
         assert not await containers_of(cri, pod["metadata"]["name"])
     finally:
         agent.stop()
+
+
+async def test_a_network_that_cannot_be_set_up_stops_neither_the_agent_nor_its_pods(cri, manifests, tmp_path):
+    write_manifest(manifests, "steady", pod_manifest("steady", "sleep 3600"))
+    agent = AgentProcess(tmp_path, manifests).start()
+    try:
+        before = await agent.wait_pod(f"steady-{NODE}", lambda p: phase(p) == "Running", 30, "steady Running")
+        agent.stop()
+        missing = tmp_path / "no-cni-plugins"
+        agent.start("--cni-bin-dir", str(missing))
+        await wait_for(lambda: "Cannot set up the pod network" in agent.log().split("agent run 2")[-1], 30,
+                       "the network error in the log", describe=agent.describe)
+        assert str(missing) in agent.log().split("agent run 2")[-1]  # it says where it looked
+        write_manifest(manifests, "late", pod_manifest("late", "sleep 3600"))
+        # containerd asks the shim, the shim finds no agent answering: "try again later"
+        refused = "pykubelet agent is not reachable; try again later"
+        await wait_for(lambda: refused in agent.log().split("agent run 2")[-1], 30,
+                       "the new pod's sandbox refused for want of a network", describe=agent.describe)
+        assert "waiting" in main_status(agent.pods()[f"late-{NODE}"])["state"]
+        steady = agent.pods()[f"steady-{NODE}"]
+        assert phase(steady) == "Running" and main_status(steady) == main_status(before)
+        agent.stop()
+        agent.start()  # fixed
+        await agent.wait_pod(f"late-{NODE}", lambda p: phase(p) == "Running", 60, "late Running once it can be")
+    finally:
+        agent.shutdown()
