@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import signal
+import subprocess
 from typing import Any
 
 from pykubelet.cri import errors
@@ -184,3 +185,26 @@ async def test_routes_follow_nodes_even_those_deleted_while_the_agent_was_down(n
                        describe=n1.agent.describe)
     finally:
         kubectl("delete", "node", ghost["metadata"]["name"], check=False)
+
+
+async def test_traffic_leaving_the_cluster_is_masqueraded_to_the_node_ip(nodes, namespace, lan, tmp_path):
+    n1, _ = nodes
+    # "Outside the cluster": a web server on the LAN itself, in no node's podCIDR.
+    outside = "10.250.0.254"
+    cgi = tmp_path / "www" / "cgi-bin"
+    cgi.mkdir(parents=True)
+    (cgi / "ip").write_text('#!/bin/sh\necho Content-Type: text/plain\necho\necho "$REMOTE_ADDR"\n')
+    (cgi / "ip").chmod(0o755)
+    subprocess.run(["ip", "-n", lan, "addr", "replace", f"{outside}/24", "dev", "lan0"], check=True)
+    server = subprocess.Popen(["ip", "netns", "exec", lan, "busybox", "httpd", "-f", "-p", f"{outside}:8081",
+                               "-h", str(tmp_path / "www")])
+    try:
+        apply(pod("leaver", namespace, n1, "sleep 3600"))
+        await wait_for(lambda: running(namespace, {"leaver"}), 90, "the pod Running", describe=n1.agent.describe)
+        seen = await wait_for(lambda: fetch_from_pod(n1, namespace, "leaver", f"http://{outside}:8081/cgi-bin/ip"),
+                              30, "the pod to reach the server outside the cluster", describe=n1.agent.describe)
+        assert seen == n1.ip  # the outside world sees the node, not the pod
+    finally:
+        server.kill()
+        server.wait()
+        subprocess.run(["ip", "-n", lan, "addr", "del", f"{outside}/24", "dev", "lan0"], capture_output=True)
