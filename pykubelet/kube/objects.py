@@ -10,11 +10,10 @@ Services are one list+watch over all namespaces (service link variables).
 from __future__ import annotations
 
 import asyncio
-import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from pykubelet.kube import errors
+from pykubelet.kube.reflector import Objects, Reflector
 from pykubelet.util.log import get_logger
 
 if TYPE_CHECKING:  # the client costs ~40 MB: imported only when joining a cluster
@@ -22,7 +21,6 @@ if TYPE_CHECKING:  # the client costs ~40 MB: imported only when joining a clust
 
 log = get_logger(__name__)
 
-RETRY_MIN, RETRY_MAX = 0.1, 30.0  # short first: a 403 just after binding clears within moments
 SYNC_TIMEOUT = 10.0
 # resource (plural, the API path) -> the singular the kubelet's errors use: configmap "x" not found
 SINGULAR = {"configmaps": "configmap", "secrets": "secret"}
@@ -34,48 +32,6 @@ class ObjectNotFound(Exception):
 
 class NotSynced(Exception):
     """The object's watch has not delivered it yet (unreachable apiserver, not yet authorized)."""
-
-
-async def _list_then_watch(kube: KubeClient, path: str, query: dict[str, Any],
-                           on_list: Callable[[list[dict[str, Any]]], None],
-                           on_event: Callable[[str, dict[str, Any]], None], what: str,
-                           done: Callable[[], bool] = lambda: False) -> None:
-    """client-go's reflector, small: list, watch from there, relist on 410, back off on errors;
-    returns once `done()` (an immutable object needs no watch)."""
-    version, delay = "", RETRY_MIN
-    while not done():
-        try:
-            if not version:
-                answer = await kube.get(path, **query)
-                version = answer["metadata"]["resourceVersion"]
-                on_list(answer.get("items") or [])
-                if done():
-                    return
-            async for event in kube.watch(path, {**query, "resourceVersion": version}, random.randint(300, 600)):
-                kind, obj = event.get("type"), event.get("object") or {}
-                if kind == "ERROR":
-                    code = obj.get("code", 0)
-                    raise (errors.Gone if code == 410 else errors.KubeError)(
-                        "WATCH", path, code, obj.get("reason", ""), obj.get("message", ""))
-                version = (obj.get("metadata") or {}).get("resourceVersion", version)
-                if kind != "BOOKMARK":
-                    on_event(kind, obj)
-                    if done():
-                        return
-            delay = RETRY_MIN
-        except errors.Gone:
-            version = ""
-        except errors.KubeError as e:
-            # 403 right after a pod is bound: the Node authorizer has not seen the pod yet.
-            log.debug("Watch failed; retrying", what=what, err=str(e), retryIn=delay)
-            version = ""
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, RETRY_MAX)
-        except (ValueError, KeyError, TypeError) as e:  # a malformed answer: say so, keep watching
-            log.error("Unexpected answer while watching; retrying", what=what, err=repr(e), retryIn=delay)
-            version = ""
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, RETRY_MAX)
 
 
 def _report_death(task: asyncio.Task[None]) -> None:
@@ -163,15 +119,11 @@ class ObjectCache:
                 for uid in list(item.users):
                     self.on_change(uid)
 
-        def on_event(kind: str, obj: dict[str, Any]) -> None:
-            changed(None if kind == "DELETED" else obj)
-
-        await _list_then_watch(self.kube, f"/api/v1/namespaces/{namespace}/{resource}",
-                               {"fieldSelector": f"metadata.name={name}"},
-                               lambda items: changed(items[0] if items else None), on_event,
-                               f"{resource}/{namespace}/{name}",
-                               # As the kubelet: an immutable object cannot change, so stop watching it.
-                               done=lambda: bool((item.obj or {}).get("immutable")))
+        await Reflector(self.kube, f"/api/v1/namespaces/{namespace}/{resource}",
+                        {"fieldSelector": f"metadata.name={name}"},
+                        lambda objects: changed(next(iter(objects.values()), None)), f"{resource}/{namespace}/{name}",
+                        # As the kubelet: an immutable object cannot change, so stop watching it.
+                        done=lambda: bool((item.obj or {}).get("immutable")), forbidden_is_transient=True).run()
 
 
 class ServiceCache:
@@ -191,16 +143,9 @@ class ServiceCache:
         except asyncio.TimeoutError:
             raise NotSynced("services have not yet been read at least once, cannot construct envvars") from None
 
-    def _on_list(self, items: list[dict[str, Any]]) -> None:
-        self._services = {s["metadata"]["uid"]: s for s in items}
+    def _on_change(self, services: Objects) -> None:
+        self._services = dict(services)
         self.synced.set()
 
-    def _on_event(self, kind: str, obj: dict[str, Any]) -> None:
-        uid = obj.get("metadata", {}).get("uid", "")
-        if kind == "DELETED":
-            self._services.pop(uid, None)
-        else:
-            self._services[uid] = obj
-
     async def run(self) -> None:
-        await _list_then_watch(self.kube, "/api/v1/services", {}, self._on_list, self._on_event, "services")
+        await Reflector(self.kube, "/api/v1/services", {}, self._on_change, "services").run()

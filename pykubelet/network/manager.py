@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tenacity
 
@@ -25,7 +25,6 @@ from pykubelet.cni.errors import CNIError
 from pykubelet.config import STANDALONE_POD_CIDR, NetworkSettings
 from pykubelet.cri import errors as cri_errors
 from pykubelet.cri.client import CRIClient
-from pykubelet.kube.client import KubeClient
 from pykubelet.kube.reflector import Objects, Reflector
 from pykubelet.network import assets
 from pykubelet.network.attachments import AttachmentRecords
@@ -33,6 +32,9 @@ from pykubelet.network.hostnet import HostNetwork, netns_path, routes_to_other_n
 from pykubelet.network.pod_network import AgentPodNetwork
 from pykubelet.network.shim_server import ShimServer
 from pykubelet.util.log import get_logger
+
+if TYPE_CHECKING:  # the client costs ~40 MB: imported only when joining a cluster
+    from pykubelet.kube.client import KubeClient
 
 log = get_logger(__name__)
 
