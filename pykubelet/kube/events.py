@@ -10,11 +10,13 @@ import asyncio
 import secrets
 import time
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pykubelet.kube import errors
-from pykubelet.kube.client import KubeClient
 from pykubelet.util.log import get_logger
+
+if TYPE_CHECKING:  # the client costs ~40 MB: imported only when joining a cluster
+    from pykubelet.kube.client import KubeClient
 
 log = get_logger(__name__)
 

@@ -9,12 +9,14 @@ removed, it is deleted.
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from pykubelet.api.pod import MIRROR_ANNOTATION, Pod
 from pykubelet.kube import errors
-from pykubelet.kube.client import KubeClient
 from pykubelet.util.log import get_logger
+
+if TYPE_CHECKING:  # the client costs ~40 MB: imported only when joining a cluster
+    from pykubelet.kube.client import KubeClient
 
 log = get_logger(__name__)
 

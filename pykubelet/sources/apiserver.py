@@ -6,13 +6,15 @@ logged once and left out, so one bad object never stops the others.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from pykubelet.api.errors import InvalidObject
 from pykubelet.api.pod import Pod, parse_pod
-from pykubelet.kube.client import KubeClient
 from pykubelet.kube.reflector import Objects, Reflector
 from pykubelet.util.log import get_logger
+
+if TYPE_CHECKING:  # the client costs ~40 MB: imported only when joining a cluster
+    from pykubelet.kube.client import KubeClient
 
 log = get_logger(__name__)
 

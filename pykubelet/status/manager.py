@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pykubelet.api.pod import Pod
 from pykubelet.kube import errors
-from pykubelet.kube.client import KubeClient
 from pykubelet.util.log import get_logger
+
+if TYPE_CHECKING:  # the client costs ~40 MB: imported only when joining a cluster
+    from pykubelet.kube.client import KubeClient
 
 log = get_logger(__name__)
 
