@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import ipaddress
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from pykubelet.cni.config import SUPPORTED_VERSIONS, version_key
 
@@ -157,18 +157,22 @@ def _interface(value: Any, where: str) -> Interface:
                      pci_id=_str(value.get("pciID"), f"{where}.pciID"))
 
 
+T = TypeVar("T")
+
+
+def _parsed(value: Any, where: str, parse: Callable[[str], T], what: str) -> T:
+    try:
+        return parse(_str(value, where))
+    except ValueError:
+        raise ResultError(where, f"invalid {what} {value!r}") from None
+
+
 def _ip(value: Any, where: str, interface_count: int) -> IPConfig:
     value = _object(value, where)
-    try:
-        address = ipaddress.ip_interface(_str(value.get("address"), f"{where}.address"))
-    except ValueError:
-        raise ResultError(f"{where}.address", f"invalid CIDR {value.get('address')!r}") from None
+    address = _parsed(value.get("address"), f"{where}.address", ipaddress.ip_interface, "CIDR")
     gateway = None
     if value.get("gateway"):
-        try:
-            gateway = ipaddress.ip_address(_str(value["gateway"], f"{where}.gateway"))
-        except ValueError:
-            raise ResultError(f"{where}.gateway", f"invalid IP {value['gateway']!r}") from None
+        gateway = _parsed(value["gateway"], f"{where}.gateway", ipaddress.ip_address, "IP")
     interface = _uint(value.get("interface"), f"{where}.interface")
     if interface is not None and interface >= interface_count:
         raise ResultError(f"{where}.interface", f"index {interface} but only {interface_count} interfaces")
@@ -177,16 +181,9 @@ def _ip(value: Any, where: str, interface_count: int) -> IPConfig:
 
 def _route(value: Any, where: str) -> Route:
     value = _object(value, where)
-    try:
-        dst = ipaddress.ip_network(_str(value.get("dst"), f"{where}.dst"), strict=False)
-    except ValueError:
-        raise ResultError(f"{where}.dst", f"invalid CIDR {value.get('dst')!r}") from None
-    gw = None
-    if value.get("gw"):
-        try:
-            gw = ipaddress.ip_address(_str(value["gw"], f"{where}.gw"))
-        except ValueError:
-            raise ResultError(f"{where}.gw", f"invalid IP {value['gw']!r}") from None
+    dst = _parsed(value.get("dst"), f"{where}.dst", lambda text: ipaddress.ip_network(text, strict=False),
+                  "CIDR")
+    gw = _parsed(value["gw"], f"{where}.gw", ipaddress.ip_address, "IP") if value.get("gw") else None
     extras = {k: _uint(value.get(k), f"{where}.{k}") for k in _ROUTE_EXTRAS}
     return Route(dst=dst, gw=gw, **extras)
 
