@@ -95,7 +95,6 @@ async def test_host_port_is_reachable_on_the_node_ip(nodes, namespace):
 
 async def test_deleting_pods_frees_their_ips(nodes, namespace):
     n1, _ = nodes
-    before = n1.reserved_ips()
     apply([pod("short1", namespace, n1, "sleep 3600"), pod("short2", namespace, n1, "sleep 3600")])
     pods = await wait_for(lambda: running(namespace, {"short1", "short2"}), 90, "2 pods Running",
                           describe=n1.agent.describe)
@@ -104,7 +103,6 @@ async def test_deleting_pods_frees_their_ips(nodes, namespace):
     kubectl("delete", "pod", "short1", "short2", "-n", namespace, "--wait=true", "--timeout=60s")
     await wait_for(lambda: not (ips & n1.reserved_ips()), 30, "the deleted pods' IPs to be released",
                    describe=lambda: f"reserved: {n1.reserved_ips()}\n{n1.agent.describe()}")
-    assert n1.reserved_ips() <= before | n1.reserved_ips()
 
 
 async def test_agents_killed_and_restarted_keep_every_pods_ip_and_connectivity(nodes, namespace):
@@ -139,7 +137,8 @@ async def test_host_network_pods_get_the_node_ip_and_no_pod_ip(nodes, namespace)
     pods = await wait_for(lambda: running(namespace, {"hostnet"}), 90, "the hostNetwork pod Running",
                           describe=n1.agent.describe)
     assert pods["hostnet"]["status"]["podIP"] == n1.ip
-    assert n1.reserved_ips() == before
+    # No new reservation (earlier tests' pods may still be giving theirs back meanwhile).
+    assert n1.reserved_ips() <= before
 
 
 async def test_a_pod_removed_while_the_agent_was_down_gives_its_ip_back(nodes, namespace):
