@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return inspect.main(argv)
     args = build_parser().parse_args(argv)
-    setup_logging(args.v or 0)
+    setup_logging(0)  # until the settings are read: their warnings show at the default level
     try:
         settings = settings_from_args(args)
     except ConfigError as e:

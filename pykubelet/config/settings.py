@@ -1,0 +1,130 @@
+"""The agent's settings: grouped dataclasses whose docstrings give each value's unit and default.
+
+Where a value comes from (a flag, a KubeletConfiguration field) is `options.py`'s business.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pykubelet.api.eviction import DEFAULT_EVICTION_HARD, Threshold, parse_thresholds
+
+NETWORK_MODES = ("agent", "runtime")
+STANDALONE_POD_CIDR = "10.88.0.0/16"  # containerd's own default pod range
+
+
+@dataclass
+class RuntimeSettings:
+    """How to reach the container runtime over CRI."""
+
+    endpoint: str = "unix:///run/containerd/containerd.sock"
+    """containerRuntimeEndpoint / --container-runtime-endpoint."""
+    image_endpoint: str = ""
+    """imageServiceEndpoint; empty means the runtime endpoint."""
+    request_timeout: float = 120.0
+    """runtimeRequestTimeout, seconds (default 2m): the deadline of slow CRI calls such as PullImage."""
+
+
+@dataclass
+class PodSettings:
+    """Where pods come from and how often they are looked at."""
+
+    static_pod_path: str = ""
+    """staticPodPath / --pod-manifest-path: a directory (or one file) of Pod manifests; empty: none."""
+    file_check_frequency: float = 20.0
+    """fileCheckFrequency, seconds (default 20s): full rescan of the manifests, besides inotify."""
+    sync_frequency: float = 60.0
+    """syncFrequency, seconds (default 1m): the longest a pod goes without a sync."""
+    max_pods: int = 110
+    """maxPods: pods this node runs at most; more are rejected."""
+    pod_logs_dir: str = "/var/log/pods"
+    """podLogsDir: where container logs are written, one directory per pod."""
+    allowed_unsafe_sysctls: list[str] = field(default_factory=list)
+    """allowedUnsafeSysctls / --allowed-unsafe-sysctls: sysctls (or `prefix*`) pods may set besides
+    the safe ones; each must be namespaced (kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*, net.*)."""
+
+
+@dataclass
+class ServerSettings:
+    """Local HTTP endpoints."""
+
+    healthz_bind_address: str = "127.0.0.1"
+    """healthzBindAddress: where /healthz and pykubelet's local /pods listen."""
+    healthz_port: int = 10248
+    """healthzPort; 0 disables the endpoint."""
+
+
+@dataclass
+class ClusterSettings:
+    """Joining a cluster: without a kubeconfig the agent runs standalone (static pods only)."""
+
+    kubeconfig: str = ""
+    """--kubeconfig: credentials for the apiserver; empty: standalone."""
+    node_ip: str = ""
+    """--node-ip: the node's InternalIP; empty: the address of the default route's interface."""
+    node_labels: dict[str, str] = field(default_factory=dict)
+    """--node-labels: extra labels for the Node, key=value,..."""
+    register_node: bool = True
+    """registerNode / --register-node: create the Node object."""
+    status_update_seconds: float = 10.0
+    """nodeStatusUpdateFrequency (default 10s): how often node status is computed."""
+    status_report_seconds: float = 300.0
+    """nodeStatusReportFrequency (default 5m): node status is written at least this often."""
+    lease_duration_seconds: int = 40
+    """nodeLeaseDurationSeconds (default 40): renewed every quarter of it."""
+    api_qps: float = 50.0
+    """kubeAPIQPS (default 50): sustained apiserver requests per second."""
+    api_burst: int = 100
+    """kubeAPIBurst (default 100): requests allowed in a burst."""
+    eviction_hard: dict[str, Threshold] = field(default_factory=lambda: parse_thresholds(DEFAULT_EVICTION_HARD))
+    """evictionHard: signal -> threshold; crossing one reports a pressure condition."""
+    cluster_dns: list[str] = field(default_factory=list)
+    """clusterDNS / --cluster-dns: nameservers for ClusterFirst pods; empty: they get the host's."""
+    cluster_domain: str = "cluster.local"
+    """clusterDomain / --cluster-domain: the DNS domain ClusterFirst pods search."""
+    resolv_conf: str = "/etc/resolv.conf"
+    """resolvConf: the host resolver file that dnsPolicy Default copies."""
+
+
+@dataclass
+class NetworkSettings:
+    """The pod network (README: "The pod network"). Modes:
+    agent: the agent runs CNI (through its shim) and routes to other nodes' podCIDRs;
+    runtime: containerd runs the CNI config in cni_conf_dir (a CNI DaemonSet's, or ours
+    when write_runtime_config)."""
+
+    mode: str = "agent"
+    """--network-mode: agent or runtime."""
+    pod_cidr: str = ""
+    """podCIDR / --pod-cidr: standalone only (default 10.88.0.0/16); in a cluster Node.spec.podCIDR wins."""
+    write_runtime_config: bool = False
+    """--cni-write-config (runtime mode): write the bridge conflist for containerd from the podCIDR
+    and route to other nodes, for clusters without a CNI DaemonSet."""
+    cni_bin_dirs: list[str] = field(default_factory=lambda: ["/opt/cni/bin", "/usr/lib/cni"])
+    """--cni-bin-dir: where the CNI plugins are (searched in order); the shim is installed into each."""
+    cni_conf_dir: str = "/etc/cni/net.d"
+    """--cni-conf-dir: containerd's CNI config dir, where the agent writes 10-pykubelet.conflist."""
+    socket: str = "/run/pykubelet/cni.sock"
+    """--cni-socket (agent mode): where the agent answers its CNI shim."""
+    bridge: str = "pkl0"
+    """--cni-bridge: the node's pod bridge."""
+    host_netns: str = ""
+    """--host-netns: a network namespace (name or path) that plays this node's host network;
+    empty: the agent's own. For several nodes on one machine (tests, demos)."""
+
+
+@dataclass
+class Settings:
+    """Everything the agent is told: the node's identity and one group per concern."""
+
+    node_name: str = ""
+    """--hostname-override, else the host name lowercased, as the kubelet does."""
+    root_dir: str = "/var/lib/kubelet"
+    """--root-dir: the agent's state (per-pod directories, checkpoints)."""
+    verbosity: int = 0
+    """--v: 0 logs info; 4 and up log debug."""
+    runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
+    pods: PodSettings = field(default_factory=PodSettings)
+    server: ServerSettings = field(default_factory=ServerSettings)
+    cluster: ClusterSettings = field(default_factory=ClusterSettings)
+    network: NetworkSettings = field(default_factory=NetworkSettings)

@@ -1,0 +1,135 @@
+"""Value parsers for settings: each takes a YAML value or a flag's string and returns the setting,
+or raises ValueError saying what was expected (the caller adds the file and field, or the flag)."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+from pykubelet.api.eviction import Threshold, parse_thresholds
+from pykubelet.api.sysctls import SysctlAllowlist
+from pykubelet.config.settings import NETWORK_MODES
+from pykubelet.util.durations import parse_duration
+from pykubelet.util.log import get_logger
+
+log = get_logger(__name__)
+
+
+def positive_duration(value: Any) -> float:
+    seconds = parse_duration(value)
+    if seconds <= 0:
+        raise ValueError(f"must be a positive duration, got {value!r}")
+    return seconds
+
+
+def port(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
+        raise ValueError(f"must be a port number between 0 and 65535, got {value!r}")
+    return value
+
+
+def positive_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"must be a positive integer, got {value!r}")
+    return value
+
+
+def endpoint(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"must be an endpoint like unix:///run/containerd/containerd.sock, got {value!r}")
+    if "://" not in value:
+        # The kubelet still accepts a bare socket path, with a deprecation warning.
+        log.warning("Using a bare path as a CRI endpoint is deprecated; prefix it with unix://", endpoint=value)
+        value = "unix://" + value
+    if not value.startswith("unix://"):
+        raise ValueError(f"only unix:// endpoints are supported, got {value!r}")
+    return value
+
+
+def positive_number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError(f"must be a positive number, got {value!r}")
+    return float(value)
+
+
+def boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise ValueError(f"must be true or false, got {value!r}")
+
+
+def thresholds(value: Any) -> dict[str, Threshold]:
+    if not isinstance(value, dict):
+        raise ValueError(f"must be a map of signal to threshold, got {value!r}")
+    return parse_thresholds(value)
+
+
+def labels(value: Any) -> dict[str, str]:
+    """key=value,key2=value2 (flag) or a map (not a config field, but the same rules)."""
+    if isinstance(value, dict):
+        return {str(k): str(v) for k, v in value.items()}
+    out = {}
+    for item in filter(None, str(value).split(",")):
+        key, sep, val = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"invalid label {item!r}: want key=value")
+        out[key.strip()] = val.strip()
+    return out
+
+
+def ip_list(value: Any) -> list[str]:
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(i, str) and i.strip() for i in items):
+        raise ValueError(f"must be a list of IP addresses, got {value!r}")
+    return [i.strip() for i in items]
+
+
+def network_mode(value: Any) -> str:
+    if value not in NETWORK_MODES:
+        raise ValueError(f"must be one of {', '.join(NETWORK_MODES)}, got {value!r}")
+    return value
+
+
+def cidr(value: Any) -> str:
+    try:
+        return str(ipaddress.ip_network(value, strict=True))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"must be a CIDR like 10.244.0.0/24, got {value!r} ({e})") from None
+
+
+def path_list(value: Any) -> list[str]:
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list) or not items or not all(isinstance(i, str) and i.strip() for i in items):
+        raise ValueError(f"must be a comma-separated list of directories, got {value!r}")
+    return [i.strip() for i in items]
+
+
+def interface_name(value: Any) -> str:
+    if not isinstance(value, str) or not 0 < len(value) <= 15 or "/" in value or " " in value:
+        raise ValueError(f"must be an interface name of 1 to 15 characters, got {value!r}")
+    return value
+
+
+def sysctl_patterns(value: Any) -> list[str]:
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(i, str) and i.strip() for i in items):
+        raise ValueError(f"must be a list of sysctl names or patterns, got {value!r}")
+    patterns = [i.strip() for i in items]
+    SysctlAllowlist.build(patterns, kernel=())  # ValueError for one that is not namespaced
+    return patterns
+
+
+def text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"must be a string, got {value!r}")
+    return value
+
+
+
+
+def non_negative_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"must be a non-negative integer, got {value!r}")
+    return value
