@@ -81,6 +81,7 @@ class Agent:
         cri = CRIClient(s.runtime.endpoint, s.runtime.image_endpoint, slow_timeout=s.runtime.request_timeout)
         kube = None
         runner = None
+        kubelet_server = None
         dispatcher = None
         api_clients = None
         try:
@@ -135,6 +136,18 @@ class Agent:
             if s.server.healthz_port:
                 app = local.build_app(statuses, {"pleg": pleg.healthy, "syncloop": self._loops_alive})
                 runner = await local.serve(app, s.server.healthz_bind_address, s.server.healthz_port)
+            # --- the kubelet API on :10250 (server/kubelet_api.py)
+            if s.server.port:
+                from pykubelet.server import kubelet_api
+                from pykubelet.server.host import Host
+                review = (lambda path, body: kube.create(path, body)) if kube is not None else None
+                try:
+                    kubelet_server = await kubelet_api.start(Host(
+                        s, cri, [node_ip], statuses.pods, {"pleg": pleg.healthy, "syncloop": self._loops_alive},
+                        review))
+                except (kubelet_api.BindError, kubelet_api.tls.TLSError) as e:
+                    raise LoopDied(str(e)) from None
+            # --- end of the kubelet API
             self.ready.set()
             done, _ = await asyncio.wait(self._tasks.values(), return_when=asyncio.FIRST_COMPLETED)
             task = done.pop()
@@ -149,6 +162,8 @@ class Agent:
                 await api_clients.objects.close()
             if runner is not None:
                 await runner.cleanup()
+            if kubelet_server is not None:
+                await kubelet_server.close()
             if kube is not None:
                 await kube.close()
             await cri.close()
@@ -175,7 +190,8 @@ class Agent:
                            thresholds=s.cluster.eviction_hard, root_dir=s.root_dir, imagefs_dir=IMAGEFS_DIR,
                            kubelet_version=KUBELET_VERSION, update_seconds=s.cluster.status_update_seconds,
                            report_seconds=s.cluster.status_report_seconds,
-                           lease_seconds=s.cluster.lease_duration_seconds, agent_errors=agent_errors)
+                           lease_seconds=s.cluster.lease_duration_seconds, agent_errors=agent_errors,
+                           kubelet_port=s.server.port)
         mirrors = MirrorPods(kube, s.node_name, lambda: node.node_uid, dispatcher.wake)
         deps.mirrors = mirrors
 
