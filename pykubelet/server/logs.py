@@ -117,7 +117,7 @@ def output_timestamp(timestamp: bytes) -> bytes:
     except ValueError:
         return timestamp
     fraction = text.split(".", 1)[1] if "." in text else ""
-    digits = "".join(c for c in fraction if c.isdigit()).ljust(9, "0")[:9]
+    digits = fraction[:len(fraction) - len(fraction.lstrip("0123456789"))].ljust(9, "0")[:9]
     offset = when.strftime("%z")
     zone = "Z" if offset in ("+0000", "") else f"{offset[:3]}:{offset[3:]}"
     return f"{when.strftime('%Y-%m-%dT%H:%M:%S')}.{digits}{zone}".encode()

@@ -255,7 +255,7 @@ async def test_authentication_and_authorization(node_agent, namespace):
         assert status == 403 and "subresource(s)=[metrics]" in body
         reader = kubectl("create", "token", "reader", "-n", namespace).stdout.strip()
         status, body = await wait_for(lambda: (r := direct(node_agent, "/pods", token=reader))[0] == 200 and r,
-                                      30, "the reader allowed once RBAC has the binding")
+                                      45, "the reader allowed once RBAC has the binding")
         assert json.loads(body)["kind"] == "PodList"
     finally:
         kubectl("delete", "clusterrolebinding,clusterrole", role, "--ignore-not-found", check=False)
