@@ -30,6 +30,7 @@ bench: setup ## pod startup (CRI floor vs pykubelet; the real kubelet vs pykubel
 	$(PY) -m tests.bench.startup
 	$(PY) -m tests.bench.cluster_startup
 	$(PY) -m tests.bench.network
+	$(PY) -m tests.bench.kubelet_api
 
 proto: venv ## regenerate the committed gRPC modules from proto/
 	$(PY) proto/generate.py .
