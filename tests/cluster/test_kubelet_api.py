@@ -136,8 +136,9 @@ async def test_exec_streams_exit_codes_stdin_and_a_terminal(node_agent, namespac
 
 
 async def test_attach_and_cp_both_ways(node_agent, namespace, tmp_path: pathlib.Path):
-    await start(namespace, pod("reader", namespace, "read line; echo got:$line; sleep 3600", stdin=True,
-                               stdinOnce=True), pod("files", namespace, "sleep 3600"), agent=node_agent)
+    # The reader waits for a line, answers and exits: attach ends with it.
+    await start(namespace, pod("reader", namespace, "read line; echo got:$line; sleep 1", restart="Never",
+                               stdin=True), pod("files", namespace, "sleep 3600"), agent=node_agent)
     attached = subprocess.run([str(KUBECTL), "--kubeconfig", str(ADMIN), "attach", "-i", "reader", "-n", namespace],
                               input="hello\n", capture_output=True, text=True, timeout=60)
     assert "got:hello" in kubectl("logs", "reader", "-n", namespace).stdout, attached.stderr
