@@ -91,7 +91,7 @@ class AgentProcess:
             [sys.executable, "-m", "pykubelet.cli", "--pod-manifest-path", str(self.manifests),
              "--root-dir", str(self.workdir / "root"), "--pod-logs-dir", str(self.logs_dir),
              "--hostname-override", self.node, "--healthz-port", str(self.port), "--port", str(self.api_port),
-             "--container-runtime-endpoint", self.endpoint, *self.extra, *extra],
+             "--container-runtime-endpoint", self.endpoint, *self.extra, *extra],  # later flags win
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         return self
