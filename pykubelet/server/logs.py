@@ -11,6 +11,7 @@ Memory stays bounded whatever the file's size: it is read in chunks, never as a 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -21,6 +22,13 @@ log = get_logger(__name__)
 CHUNK = 256 * 1024
 OUT_CHUNK = 64 * 1024
 MAX_LINE = 16 * 1024 * 1024  # containerd splits longer lines into P pieces; this only guards a broken file
+
+# Without `since` or `timestamps` every line only loses its prefix (and a P piece its newline): one
+# regular-expression substitution over a whole chunk does that in C, several times faster than a
+# Python loop over lines. Lines that are not CRI lines match the last branch and are dropped.
+_FAST = re.compile(rb"^[^ \n]+ (?:stdout|stderr) F[^ \n]*(?: ([^\n]*))?(\n)"
+                   rb"|^[^ \n]+ (?:stdout|stderr) P[^ \n]*(?: ([^\n]*))?\n"
+                   rb"|^[^\n]*\n", re.MULTILINE)
 
 
 class InvalidLogOptions(ValueError):
@@ -193,11 +201,22 @@ class LogReader:
                 self._pending = data
                 continue
             lines, self._pending = (data[:cut], data[cut:]) if cut else (data + b"\n", b"")
+            if self.options.since is None and not self.options.timestamps:
+                self._emit_fast(lines, out)
+                continue
             for line in lines.split(b"\n")[:-1]:
                 self._emit(line, out)
                 if self.done:
                     break
         return bytes(out), False
+
+    def _emit_fast(self, lines: bytes, out: bytearray) -> None:
+        piece = _FAST.sub(rb"\1\2\3", lines)
+        if self.budget is not None:
+            if len(piece) >= self.budget:
+                piece, self.done = piece[:self.budget], True
+            self.budget -= len(piece)
+        out += piece
 
     def _emit(self, raw: bytes, out: bytearray) -> None:
         line = parse_line(raw)

@@ -146,3 +146,12 @@ def test_no_log_yet_says_why(status, previous, message):
     with pytest.raises(LogError) as e:
         choose_container("p", status, "main", previous)
     assert (e.value.status, e.value.message) == (400, message)
+
+
+def test_the_fast_path_reads_like_the_line_by_line_one(tmp_path):
+    lines = (*SAMPLE, "garbage", f"{T0} stdout F", f"{T0} stdout F ", f"{T1} stdout P a", f"{T1} stdout F b c",
+             f"{T0} other F x", f"{T0} stderr F:tag tagged")
+    path = write(tmp_path, *lines)
+    slow = read_all(path, since=0.0)  # `since` takes the line-by-line path
+    assert slow == read_all(path) == b"first\npartial\nlast\n\n\nab c\ntagged\n"
+    assert read_all(path, limit_bytes=7) == b"first\np"
