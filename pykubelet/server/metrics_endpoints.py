@@ -50,10 +50,16 @@ class RunningCollector(Collector):
         yield family
 
 
+_installed: list[RunningCollector] = []
+
+
 def install_running_collector(pods: Callable[[], list[tuple[Pod, dict[str, Any]]]], node_name: str) -> None:
+    """Count this API's pods in the shared registry (replacing an earlier server's collector)."""
     metrics.NODE_NAME.labels(node_name).set(1)
-    collector = RunningCollector(pods)
-    metrics.REGISTRY.register(collector)
+    while _installed:
+        metrics.REGISTRY.unregister(_installed.pop())
+    _installed.append(RunningCollector(pods))
+    metrics.REGISTRY.register(_installed[0])
 
 
 def render(registry: CollectorRegistry) -> bytes:
