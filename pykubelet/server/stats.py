@@ -180,7 +180,27 @@ class SummaryProvider:
         if not only:
             if pid:
                 out["network"] = network_stats(when, cg.net_dev(pid), "eth0")
+            volumes = self._volumes(pod.uid, when)
+            if volumes:
+                out["volume"] = volumes
             out["ephemeral-storage"] = {"time": when, "usedBytes": rootfs_total + logs_total}
+        return out
+
+    def _volumes(self, uid: str, when: str) -> list[dict[str, Any]]:
+        """Each volume directory of the pod (<root-dir>/pods/<uid>/volumes/<plugin>/<name>)."""
+        base = os.path.join(self.host.settings.root_dir, "pods", uid, "volumes")
+        out = []
+        try:
+            plugins = sorted(os.scandir(base), key=lambda e: e.name)
+        except OSError:
+            return out
+        for plugin in plugins:
+            for volume in sorted(os.scandir(plugin.path), key=lambda e: e.name):
+                used, inodes = cg.dir_usage(volume.path)
+                fs = cg.fs_stats(volume.path)
+                out.append({"time": when, "name": volume.name, "usedBytes": used, "inodesUsed": inodes,
+                            **{k: fs[k] for k in ("availableBytes", "capacityBytes", "inodesFree", "inodes")
+                               if k in fs}})
         return out
 
 
