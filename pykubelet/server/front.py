@@ -22,6 +22,7 @@ from pykubelet.util.log import get_logger
 log = get_logger(__name__)
 
 MAX_HEAD = 64 * 1024
+HEAD_TIMEOUT = 60.0  # a connection that sends no request head in this long is closed
 STREAM_PREFIXES = ("/exec/", "/attach/", "/portForward/")
 
 
@@ -71,6 +72,7 @@ class FrontProtocol(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self._timeout = asyncio.get_running_loop().call_later(HEAD_TIMEOUT, transport.close)
 
     def data_received(self, data: bytes) -> None:
         assert self.transport is not None
@@ -80,6 +82,7 @@ class FrontProtocol(asyncio.Protocol):
             if len(self.buffer) > MAX_HEAD:
                 self.transport.close()
             return
+        self._timeout.cancel()
         head = parse_head(bytes(self.buffer[:end]))
         if head is not None and head.path.startswith(STREAM_PREFIXES):
             loop = asyncio.get_running_loop()
@@ -110,4 +113,4 @@ class FrontProtocol(asyncio.Protocol):
             writer.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        pass
+        self._timeout.cancel()
