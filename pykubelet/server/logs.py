@@ -29,6 +29,11 @@ MAX_LINE = 16 * 1024 * 1024  # containerd splits longer lines into P pieces; thi
 _FAST = re.compile(rb"^[^ \n]+ (?:stdout|stderr) F[^ \n]*(?: ([^\n]*))?(\n)"
                    rb"|^[^ \n]+ (?:stdout|stderr) P[^ \n]*(?: ([^\n]*))?\n"
                    rb"|^[^\n]*\n", re.MULTILINE)
+# The common chunk: containerd's fixed-width UTC times and only full lines, so every prefix is the
+# same 40 bytes ("<30-byte time> stdout F "); slicing them off is twice as fast again. A chunk with
+# any other line takes _FAST.
+_PREFIX_LENGTH = 40
+_FULL_LINE_MARKS = (b" stdout F ", b" stderr F ")
 
 
 class InvalidLogOptions(ValueError):
@@ -211,7 +216,12 @@ class LogReader:
         return bytes(out), False
 
     def _emit_fast(self, lines: bytes, out: bytearray) -> None:
-        piece = _FAST.sub(rb"\1\2\3", lines)
+        parts = lines.split(b"\n")
+        parts.pop()  # after the last newline
+        if all(p[30:_PREFIX_LENGTH] in _FULL_LINE_MARKS for p in parts):
+            piece = b"\n".join([p[_PREFIX_LENGTH:] for p in parts]) + b"\n"
+        else:
+            piece = _FAST.sub(rb"\1\2\3", lines)
         if self.budget is not None:
             if len(piece) >= self.budget:
                 piece, self.done = piece[:self.budget], True

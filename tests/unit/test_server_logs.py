@@ -155,3 +155,10 @@ def test_the_fast_path_reads_like_the_line_by_line_one(tmp_path):
     slow = read_all(path, since=0.0)  # `since` takes the line-by-line path
     assert slow == read_all(path) == b"first\npartial\nlast\n\n\nab c\ntagged\n"
     assert read_all(path, limit_bytes=7) == b"first\np"
+
+
+def test_the_fixed_width_path_and_the_regex_path_agree(tmp_path):
+    full = [f"{T0} stdout F line {i}" for i in range(10)] + [f"{T1} stderr F ", f"{T2} stdout F:x tagged"]
+    assert read_all(write(tmp_path, *full)) == read_all(write(tmp_path, *full), since=0.0)
+    mixed = [*full, f"2026-01-01T00:00:00.5+02:00 stdout F offset"]
+    assert read_all(write(tmp_path, *mixed)) == read_all(write(tmp_path, *mixed), since=0.0)
