@@ -4,6 +4,7 @@ node's authentication and authorization seen from outside."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import pathlib
@@ -61,6 +62,13 @@ def direct(agent, path: str, token: str | None = None, cert: str | None = None) 
             return r.status, r.read().decode(errors="replace")
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode(errors="replace")
+
+
+def api_answers(agent) -> bool:
+    try:
+        return direct(agent, "/healthz", cert="apiserver-kubelet-client")[0] == 200
+    except OSError:
+        return False
 
 
 def raw(path: str) -> subprocess.CompletedProcess[str]:
@@ -139,10 +147,18 @@ async def test_attach_and_cp_both_ways(node_agent, namespace, tmp_path: pathlib.
     # The reader waits for a line, answers and exits: attach ends with it.
     await start(namespace, pod("reader", namespace, "read line; echo got:$line; sleep 1", restart="Never",
                                stdin=True), pod("files", namespace, "sleep 3600"), agent=node_agent)
-    attached = subprocess.run([str(KUBECTL), "--kubeconfig", str(ADMIN), "attach", "-i", "reader", "-n", namespace],
-                              input="hello\n", capture_output=True, text=True, timeout=60)
-    assert "got:hello" in kubectl("logs", "reader", "-n", namespace).stdout, attached.stderr
-    assert "got:hello" in attached.stdout
+    # stdin stays open until the answer is back: the runtime ends an attach whose stdin closed.
+    attach = subprocess.Popen([str(KUBECTL), "--kubeconfig", str(ADMIN), "attach", "-i", "reader", "-n", namespace],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        attach.stdin.write("hello\n")
+        attach.stdin.flush()
+        answer = await asyncio.wait_for(asyncio.to_thread(attach.stdout.readline), 30)
+        assert answer == "got:hello\n"
+    finally:
+        attach.kill()
+        attach.wait(10)
+    assert "got:hello" in kubectl("logs", "reader", "-n", namespace).stdout
 
     payload = secrets.token_hex(50000)
     local = tmp_path / "up.txt"
@@ -235,6 +251,8 @@ async def test_metrics_healthz_configz_and_node_logs(node_agent, namespace):
 
 
 async def test_authentication_and_authorization(node_agent, namespace):
+    # The Node may still be Ready from the previous test's agent: wait for this one's API.
+    await wait_for(lambda: api_answers(node_agent), 30, "the agent's kubelet API", describe=node_agent.describe)
     status, body = direct(node_agent, "/pods")
     assert (status, body) == (401, "Unauthorized")
     assert direct(node_agent, "/healthz", token="not-a-real-token") == (401, "Unauthorized")
