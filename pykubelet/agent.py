@@ -120,6 +120,18 @@ class Agent:
                                        SysctlAllowlist.build(s.pods.allowed_unsafe_sysctls))
             deps.probes = ProbeManager(cri, recorder, dispatcher.wake)
             pleg = RelistPLEG(cri, dispatcher.wake)
+            # --- the kubelet API on :10250 (server/kubelet_api.py), listening before the Node registers
+            if s.server.port:
+                from pykubelet.server import kubelet_api
+                from pykubelet.server.host import Host
+                review = (lambda path, body: kube.create(path, body)) if kube is not None else None
+                try:
+                    kubelet_server = await kubelet_api.start(Host(
+                        s, cri, [node_ip], statuses.pods, {"pleg": pleg.healthy, "syncloop": self._loops_alive},
+                        review))
+                except (kubelet_api.BindError, kubelet_api.tls.TLSError) as e:
+                    raise LoopDied(str(e)) from None
+            # --- end of the kubelet API
             sources_ready: list[asyncio.Event] = []
             if s.pods.static_pod_path:
                 source = StaticPodSource(s.pods.static_pod_path, s.node_name, s.pods.file_check_frequency,
@@ -136,18 +148,6 @@ class Agent:
             if s.server.healthz_port:
                 app = local.build_app(statuses, {"pleg": pleg.healthy, "syncloop": self._loops_alive})
                 runner = await local.serve(app, s.server.healthz_bind_address, s.server.healthz_port)
-            # --- the kubelet API on :10250 (server/kubelet_api.py)
-            if s.server.port:
-                from pykubelet.server import kubelet_api
-                from pykubelet.server.host import Host
-                review = (lambda path, body: kube.create(path, body)) if kube is not None else None
-                try:
-                    kubelet_server = await kubelet_api.start(Host(
-                        s, cri, [node_ip], statuses.pods, {"pleg": pleg.healthy, "syncloop": self._loops_alive},
-                        review))
-                except (kubelet_api.BindError, kubelet_api.tls.TLSError) as e:
-                    raise LoopDied(str(e)) from None
-            # --- end of the kubelet API
             self.ready.set()
             done, _ = await asyncio.wait(self._tasks.values(), return_when=asyncio.FIRST_COMPLETED)
             task = done.pop()
