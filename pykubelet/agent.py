@@ -81,6 +81,7 @@ class Agent:
         cri = CRIClient(s.runtime.endpoint, s.runtime.image_endpoint, slow_timeout=s.runtime.request_timeout)
         kube = None
         runner = None
+        kubelet_server = None
         dispatcher = None
         api_clients = None
         try:
@@ -119,6 +120,18 @@ class Agent:
                                        SysctlAllowlist.build(s.pods.allowed_unsafe_sysctls))
             deps.probes = ProbeManager(cri, recorder, dispatcher.wake)
             pleg = RelistPLEG(cri, dispatcher.wake)
+            # --- the kubelet API on :10250 (server/kubelet_api.py), listening before the Node registers
+            if s.server.port:
+                from pykubelet.server import kubelet_api
+                from pykubelet.server.host import Host
+                review = (lambda path, body: kube.create(path, body)) if kube is not None else None
+                try:
+                    kubelet_server = await kubelet_api.start(Host(
+                        s, cri, [node_ip], statuses.pods, {"pleg": pleg.healthy, "syncloop": self._loops_alive},
+                        review))
+                except (kubelet_api.BindError, kubelet_api.tls.TLSError) as e:
+                    raise LoopDied(str(e)) from None
+            # --- end of the kubelet API
             sources_ready: list[asyncio.Event] = []
             if s.pods.static_pod_path:
                 source = StaticPodSource(s.pods.static_pod_path, s.node_name, s.pods.file_check_frequency,
@@ -149,6 +162,8 @@ class Agent:
                 await api_clients.objects.close()
             if runner is not None:
                 await runner.cleanup()
+            if kubelet_server is not None:
+                await kubelet_server.close()
             if kube is not None:
                 await kube.close()
             await cri.close()
@@ -175,7 +190,8 @@ class Agent:
                            thresholds=s.cluster.eviction_hard, root_dir=s.root_dir, imagefs_dir=IMAGEFS_DIR,
                            kubelet_version=KUBELET_VERSION, update_seconds=s.cluster.status_update_seconds,
                            report_seconds=s.cluster.status_report_seconds,
-                           lease_seconds=s.cluster.lease_duration_seconds, agent_errors=agent_errors)
+                           lease_seconds=s.cluster.lease_duration_seconds, agent_errors=agent_errors,
+                           kubelet_port=s.server.port)
         mirrors = MirrorPods(kube, s.node_name, lambda: node.node_uid, dispatcher.wake)
         deps.mirrors = mirrors
 

@@ -15,12 +15,15 @@ from typing import Any
 
 import yaml
 
+from pykubelet.config import values
 from pykubelet.config.options import OPTIONS, OPTIONS_BY_FIELD, UNIMPLEMENTED_FIELDS, UNIMPLEMENTED_FLAGS, Option
-from pykubelet.config.settings import (NETWORK_MODES, STANDALONE_POD_CIDR, ClusterSettings, NetworkSettings,
-                                       PodSettings, RuntimeSettings, ServerSettings, Settings)
+from pykubelet.config.settings import (NETWORK_MODES, STANDALONE_POD_CIDR, AuthnSettings, AuthzSettings,
+                                       ClusterSettings, NetworkSettings, PodSettings, RuntimeSettings,
+                                       ServerSettings, Settings)
 from pykubelet.util.log import get_logger
 
 __all__ = [
+    "AuthnSettings", "AuthzSettings",
     "CONFIG_API_VERSION", "CONFIG_KIND", "ConfigError", "NETWORK_MODES", "STANDALONE_POD_CIDR", "ClusterSettings",
     "NetworkSettings", "PodSettings", "RuntimeSettings", "ServerSettings", "Settings", "UNIMPLEMENTED_FIELDS",
     "UNIMPLEMENTED_FLAGS", "build_parser", "load_config_file", "settings_from_args",
@@ -44,6 +47,22 @@ def _assign(settings: Settings, option: Option, value: Any) -> None:
     setattr(owner, attr, value)
 
 
+_NESTED = {field.rsplit(".", 1)[0] for field in OPTIONS_BY_FIELD if "." in field}
+_GROUPS = {prefix for field in _NESTED for prefix in
+           (".".join(field.split(".")[:i]) for i in range(1, field.count(".") + 2))}
+
+
+def _fields(doc: dict[str, Any], prefix: str = "") -> Any:
+    """(dotted field, value) for every setting in the file: groups such as authentication.webhook
+    are walked into, so each leaf is looked up on its own (authentication.webhook.cacheTTL)."""
+    for key, value in doc.items():
+        name = f"{prefix}{key}"
+        if name in _GROUPS and isinstance(value, dict):
+            yield from _fields(value, name + ".")
+        else:
+            yield name, value
+
+
 def load_config_file(path: str, settings: Settings) -> None:
     """Apply a KubeletConfiguration YAML/JSON file onto settings."""
     try:
@@ -60,7 +79,7 @@ def load_config_file(path: str, settings: Settings) -> None:
             f"{path}: apiVersion/kind must be {CONFIG_API_VERSION}/{CONFIG_KIND}, "
             f"got {doc.get('apiVersion')!r}/{doc.get('kind')!r}")
     base = os.path.dirname(os.path.abspath(path))
-    for key, value in doc.items():
+    for key, value in _fields(doc):
         if key in ("apiVersion", "kind"):
             continue
         option = OPTIONS_BY_FIELD.get(key)
@@ -88,7 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     for option in OPTIONS:
         if option.flag:
             # Values stay text here: settings_from_args parses them so errors name the flag.
-            p.add_argument(f"--{option.flag}", *option.aliases, dest=option.dest, help=option.help or None)
+            # Boolean flags may be given bare (--anonymous-auth), as Go's flag package allows.
+            bare = {"nargs": "?", "const": "true"} if option.parse is values.boolean else {}
+            p.add_argument(f"--{option.flag}", *option.aliases, dest=option.dest, help=option.help or None, **bare)
     for name in UNIMPLEMENTED_FLAGS:
         p.add_argument(f"--{name}", nargs="?", const="true", help=argparse.SUPPRESS)
     return p

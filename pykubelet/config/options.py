@@ -68,6 +68,35 @@ OPTIONS: tuple[Option, ...] = (
            "address of /healthz (default 127.0.0.1)"),
     Option("server.healthz_port", v.port, "healthzPort", "healthz-port",
            "port of /healthz (default 10248, 0 disables)", flag_type=int),
+    # --- the kubelet API on :10250 (server/): listener, TLS, authentication, authorization
+    Option("server.address", v.text, "address", "address", "address of the kubelet API (default 0.0.0.0)"),
+    Option("server.port", v.port, "port", "port", "port of the kubelet API (default 10250, 0 disables)",
+           flag_type=int),
+    Option("server.tls_cert_file", v.text, "tlsCertFile", "tls-cert-file",
+           "serving certificate of the kubelet API (default: self-signed in <root-dir>/pki)", file_relative=True),
+    Option("server.tls_private_key_file", v.text, "tlsPrivateKeyFile", "tls-private-key-file",
+           "its private key", file_relative=True),
+    Option("server.tls_min_version", v.tls_version, "tlsMinVersion", "tls-min-version",
+           "lowest TLS version: VersionTLS10..VersionTLS13 (default VersionTLS12)"),
+    Option("server.tls_cipher_suites", v.cipher_suites, "tlsCipherSuites", "tls-cipher-suites",
+           "comma-separated TLS 1.2 cipher suites (IANA names)"),
+    Option("server.enable_debugging_handlers", v.boolean, "enableDebuggingHandlers", "enable-debugging-handlers",
+           "serve logs, exec, attach, port-forward and run (true/false, default true)"),
+    Option("server.enable_system_log_handler", v.boolean, "enableSystemLogHandler"),
+    Option("authn.client_ca_file", v.text, "authentication.x509.clientCAFile", "client-ca-file",
+           "CA bundle that signs client certificates of the kubelet API", file_relative=True),
+    Option("authn.anonymous_enabled", v.boolean, "authentication.anonymous.enabled", "anonymous-auth",
+           "let requests without credentials in as system:anonymous (true/false, default false)"),
+    Option("authn.webhook_enabled", v.boolean, "authentication.webhook.enabled", "authentication-token-webhook",
+           "check bearer tokens with TokenReview (true/false, default true)"),
+    Option("authn.webhook_cache_ttl", v.non_negative_duration, "authentication.webhook.cacheTTL",
+           "authentication-token-webhook-cache-ttl", "how long TokenReview answers are reused (default 2m)"),
+    Option("authz.mode", v.authorization_mode, "authorization.mode", "authorization-mode",
+           "Webhook (SubjectAccessReview, default) or AlwaysAllow"),
+    Option("authz.cache_authorized_ttl", v.non_negative_duration, "authorization.webhook.cacheAuthorizedTTL",
+           "authorization-webhook-cache-authorized-ttl", "how long an allowed answer is reused (default 5m)"),
+    Option("authz.cache_unauthorized_ttl", v.non_negative_duration, "authorization.webhook.cacheUnauthorizedTTL",
+           "authorization-webhook-cache-unauthorized-ttl", "how long a denied answer is reused (default 30s)"),
     # --- joining a cluster
     Option("cluster.kubeconfig", v.text, flag="kubeconfig",
            help="join the cluster this kubeconfig names; without it: standalone"),
@@ -106,8 +135,7 @@ OPTIONS_BY_FIELD = {o.field: o for o in OPTIONS if o.field}
 
 # Real KubeletConfiguration fields that pykubelet reads but does not act on yet.
 UNIMPLEMENTED_FIELDS = frozenset({
-    "address", "port", "readOnlyPort", "tlsCertFile", "tlsPrivateKeyFile", "authentication",
-    "authorization", "cgroupDriver", "cgroupRoot", "cgroupsPerQOS",
+    "readOnlyPort", "cgroupDriver", "cgroupRoot", "cgroupsPerQOS",
     "evictionSoft", "evictionPressureTransitionPeriod", "failSwapOn",
     "imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge",
     "serializeImagePulls", "maxParallelImagePulls",
@@ -117,7 +145,7 @@ UNIMPLEMENTED_FIELDS = frozenset({
     "shutdownGracePeriod", "shutdownGracePeriodCriticalPods", "staticPodURL", "staticPodURLHeader",
     "containerLogMaxSize", "containerLogMaxFiles", "cpuManagerPolicy", "memoryManagerPolicy",
     "topologyManagerPolicy", "volumePluginDir", "providerID", "streamingConnectionIdleTimeout",
-    "enableServer", "enableDebuggingHandlers", "healthzBindAddress6", "httpCheckFrequency",
+    "enableServer", "healthzBindAddress6", "httpCheckFrequency",
 })
 
 # Real kubelet flags pykubelet accepts but does not act on yet (a warning names each one used).

@@ -46,12 +46,60 @@ class PodSettings:
 
 @dataclass
 class ServerSettings:
-    """Local HTTP endpoints."""
+    """The kubelet API (HTTPS, authenticated) and the local plain-HTTP /healthz."""
 
     healthz_bind_address: str = "127.0.0.1"
     """healthzBindAddress: where /healthz and pykubelet's local /pods listen."""
     healthz_port: int = 10248
     """healthzPort; 0 disables the endpoint."""
+    address: str = "0.0.0.0"
+    """address / --address: where the kubelet API listens."""
+    port: int = 10250
+    """port / --port: the kubelet API's port (the Node's daemonEndpoints report it); 0 disables it."""
+    tls_cert_file: str = ""
+    """tlsCertFile / --tls-cert-file: the serving certificate (chain); empty: a self-signed one
+    kept in <root-dir>/pki/kubelet.crt, made once and reused."""
+    tls_private_key_file: str = ""
+    """tlsPrivateKeyFile / --tls-private-key-file: its key."""
+    tls_min_version: str = ""
+    """tlsMinVersion / --tls-min-version: VersionTLS10..VersionTLS13; empty: TLS 1.2."""
+    tls_cipher_suites: list[str] = field(default_factory=list)
+    """tlsCipherSuites / --tls-cipher-suites: Go/IANA names of the TLS 1.2 suites allowed; empty: defaults."""
+    enable_debugging_handlers: bool = True
+    """enableDebuggingHandlers: logs, exec, attach, port-forward, run and /runningpods/ (405 when false)."""
+    enable_system_log_handler: bool = True
+    """enableSystemLogHandler: /logs/ serves the node's /var/log."""
+
+
+@dataclass
+class AuthnSettings:
+    """Who a request on the kubelet API comes from (KubeletConfiguration authentication.*)."""
+
+    anonymous_enabled: bool = False
+    """authentication.anonymous.enabled / --anonymous-auth: requests without credentials run as
+    system:anonymous; off: they get 401."""
+    webhook_enabled: bool = True
+    """authentication.webhook.enabled / --authentication-token-webhook: bearer tokens through TokenReview."""
+    webhook_cache_ttl: float = 120.0
+    """authentication.webhook.cacheTTL, seconds (default 2m): how long a TokenReview answer is reused."""
+    client_ca_file: str = ""
+    """authentication.x509.clientCAFile / --client-ca-file: CA bundle of client certificates
+    (user = CN, groups = O); empty: no client certificates."""
+
+
+AUTHORIZATION_MODES = ("Webhook", "AlwaysAllow")
+
+
+@dataclass
+class AuthzSettings:
+    """What an authenticated request may do (KubeletConfiguration authorization.*)."""
+
+    mode: str = "Webhook"
+    """authorization.mode / --authorization-mode: Webhook (SubjectAccessReview) or AlwaysAllow."""
+    cache_authorized_ttl: float = 300.0
+    """authorization.webhook.cacheAuthorizedTTL, seconds (default 5m)."""
+    cache_unauthorized_ttl: float = 30.0
+    """authorization.webhook.cacheUnauthorizedTTL, seconds (default 30s)."""
 
 
 @dataclass
@@ -126,5 +174,7 @@ class Settings:
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
     pods: PodSettings = field(default_factory=PodSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
+    authn: AuthnSettings = field(default_factory=AuthnSettings)
+    authz: AuthzSettings = field(default_factory=AuthzSettings)
     cluster: ClusterSettings = field(default_factory=ClusterSettings)
     network: NetworkSettings = field(default_factory=NetworkSettings)

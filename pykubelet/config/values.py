@@ -8,7 +8,8 @@ from typing import Any
 
 from pykubelet.api.eviction import Threshold, parse_thresholds
 from pykubelet.api.sysctls import SysctlAllowlist
-from pykubelet.config.settings import NETWORK_MODES
+from pykubelet.config.settings import AUTHORIZATION_MODES, NETWORK_MODES
+from pykubelet.util import tls_names
 from pykubelet.util.durations import parse_duration
 from pykubelet.util.log import get_logger
 
@@ -132,4 +133,35 @@ def text(value: Any) -> str:
 def non_negative_int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"must be a non-negative integer, got {value!r}")
+    return value
+
+
+def non_negative_duration(value: Any) -> float:
+    seconds = parse_duration(value)
+    if seconds < 0:
+        raise ValueError(f"must not be a negative duration, got {value!r}")
+    return seconds
+
+
+def tls_version(value: Any) -> str:
+    if value not in tls_names.VERSIONS:
+        raise ValueError(f"must be one of {', '.join(tls_names.VERSIONS)}, got {value!r}")
+    return value
+
+
+def cipher_suites(value: Any) -> list[str]:
+    """A YAML list of IANA suite names, or a comma-separated flag."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(i, str) and i.strip() for i in items):
+        raise ValueError(f"must be a list of cipher suite names, got {value!r}")
+    unknown = [i.strip() for i in items if i.strip() not in tls_names.CIPHER_SUITES]
+    if unknown:
+        raise ValueError(f"unknown or unsupported cipher suite(s) {', '.join(unknown)}; "
+                         f"known: {', '.join(tls_names.CIPHER_SUITES)}")
+    return [i.strip() for i in items]
+
+
+def authorization_mode(value: Any) -> str:
+    if value not in AUTHORIZATION_MODES:
+        raise ValueError(f"must be one of {', '.join(AUTHORIZATION_MODES)}, got {value!r}")
     return value

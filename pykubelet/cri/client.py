@@ -6,6 +6,7 @@ removing something that is already gone is success, as with crictl and the kubel
 
 from __future__ import annotations
 
+import time
 from typing import Awaitable, Callable, TypeVar
 
 import grpc
@@ -13,6 +14,7 @@ import grpc
 from pykubelet.cri import errors
 from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.cri.v1 import api_pb2_grpc as api_grpc
+from pykubelet.util import metrics
 
 T = TypeVar("T")
 
@@ -56,10 +58,16 @@ class CRIClient:
 
     async def _call(self, rpc: str, method: Callable[..., Awaitable[T]], request: object,
                     timeout: float | None = None) -> T:
+        operation = metrics.operation_type(rpc)
+        metrics.RUNTIME_OPERATIONS.labels(operation).inc()
+        started = time.monotonic()
         try:
             return await method(request, timeout=timeout or self.timeout)
         except grpc.aio.AioRpcError as e:
+            metrics.RUNTIME_OPERATION_ERRORS.labels(operation).inc()
             raise errors.from_rpc_error(rpc, e) from None
+        finally:
+            metrics.RUNTIME_OPERATION_DURATION.labels(operation).observe(time.monotonic() - started)
 
     async def _ignore_not_found(self, rpc: str, method: Callable[..., Awaitable[T]], request: object,
                                 timeout: float | None = None) -> None:
@@ -112,8 +120,13 @@ class CRIClient:
         return response.container_id
 
     async def start_container(self, container_id: str) -> None:
-        await self._call("StartContainer", self._runtime.StartContainer,
-                         api.StartContainerRequest(container_id=container_id), self.slow_timeout)
+        try:
+            await self._call("StartContainer", self._runtime.StartContainer,
+                             api.StartContainerRequest(container_id=container_id), self.slow_timeout)
+        except errors.CRIError as e:
+            metrics.STARTED_CONTAINER_ERRORS.labels(type(e).__name__, "container").inc()
+            raise
+        metrics.STARTED_CONTAINERS.labels("container").inc()
 
     async def stop_container(self, container_id: str, grace_seconds: int) -> None:
         """SIGTERM, then SIGKILL after grace_seconds; the call waits that long plus a margin."""
@@ -136,6 +149,34 @@ class CRIClient:
     async def exec_sync(self, container_id: str, cmd: list[str], timeout_seconds: int) -> api.ExecSyncResponse:
         request = api.ExecSyncRequest(container_id=container_id, cmd=cmd, timeout=timeout_seconds)
         return await self._call("ExecSync", self._runtime.ExecSync, request, timeout_seconds + self.timeout)
+
+    async def reopen_container_log(self, container_id: str) -> None:
+        """The runtime closes and reopens the container's log file (after a rotation renamed it)."""
+        await self._call("ReopenContainerLog", self._runtime.ReopenContainerLog,
+                         api.ReopenContainerLogRequest(container_id=container_id))
+
+    # --- runtime: streaming (the answer is a one-time URL on the runtime's streaming server)
+    async def exec(self, container_id: str, cmd: list[str], *, tty: bool, stdin: bool, stdout: bool,
+                   stderr: bool) -> str:
+        request = api.ExecRequest(container_id=container_id, cmd=cmd, tty=tty, stdin=stdin, stdout=stdout,
+                                  stderr=stderr)
+        return (await self._call("Exec", self._runtime.Exec, request)).url
+
+    async def attach(self, container_id: str, *, tty: bool, stdin: bool, stdout: bool, stderr: bool) -> str:
+        request = api.AttachRequest(container_id=container_id, tty=tty, stdin=stdin, stdout=stdout, stderr=stderr)
+        return (await self._call("Attach", self._runtime.Attach, request)).url
+
+    async def port_forward(self, sandbox_id: str, ports: list[int]) -> str:
+        request = api.PortForwardRequest(pod_sandbox_id=sandbox_id, port=ports)
+        return (await self._call("PortForward", self._runtime.PortForward, request)).url
+
+    # --- runtime: stats
+    async def list_container_stats(self, label_selector: dict[str, str] | None = None) -> list[api.ContainerStats]:
+        request = api.ListContainerStatsRequest(filter=api.ContainerStatsFilter(label_selector=label_selector or {}))
+        return list((await self._call("ListContainerStats", self._runtime.ListContainerStats, request)).stats)
+
+    async def image_fs_info(self) -> api.ImageFsInfoResponse:
+        return await self._call("ImageFsInfo", self._images.ImageFsInfo, api.ImageFsInfoRequest())
 
     # --- images
     async def list_images(self) -> list[api.Image]:

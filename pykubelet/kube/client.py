@@ -18,6 +18,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config import load_kube_config
 
 from pykubelet.kube import errors
+from pykubelet.util import metrics
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -66,6 +67,7 @@ class KubeClient:
         finally:
             response.release()
         decoded = json.loads(data) if data else None
+        metrics.REST_CLIENT_REQUESTS.labels(str(response.status), method, self.host.split("://")[-1]).inc()
         if not 200 <= response.status < 300:
             raise errors.from_status(method, path, response.status, decoded)
         return decoded

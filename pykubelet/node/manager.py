@@ -38,7 +38,7 @@ class NodeManager:
                  host_info: HostInfo, node_ip: str, labels: dict[str, str], max_pods: int,
                  thresholds: dict[str, Threshold], root_dir: str, imagefs_dir: str, kubelet_version: str,
                  update_seconds: float, report_seconds: float, lease_seconds: int,
-                 agent_errors: Callable[[], list[str]]):
+                 agent_errors: Callable[[], list[str]], kubelet_port: int = node_status.KUBELET_PORT):
         self.kube = kube
         self.cri = cri
         self.recorder = recorder
@@ -55,6 +55,7 @@ class NodeManager:
         self.report_seconds = report_seconds
         self.lease_seconds = lease_seconds
         self.agent_errors = agent_errors
+        self.kubelet_port = kubelet_port
         self.node_uid = ""
         self.pod_cidrs: list[str] = []
         self.registered = asyncio.Event()
@@ -179,7 +180,7 @@ class NodeManager:
             "conditions": node_status.conditions(health, self._last_status.get("conditions", []), now_rfc3339()),
             "capacity": capacity, "allocatable": allocatable,
             "addresses": node_status.addresses(self.node_ip, self.node_name),
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": node_status.KUBELET_PORT}},
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": self.kubelet_port}},
             "nodeInfo": node_status.node_info(self.host_info, self._runtime_version, self.kubelet_version),
         }
 

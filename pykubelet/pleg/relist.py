@@ -15,6 +15,7 @@ from pykubelet.cri import errors
 from pykubelet.cri.client import CRIClient
 from pykubelet.cri.task_events import task_events
 from pykubelet.runtime import labels
+from pykubelet.util import metrics
 from pykubelet.util.log import get_logger
 
 log = get_logger(__name__)
@@ -59,6 +60,7 @@ class RelistPLEG:
         self._snapshot = new
         self.snapshot_time = started
         self.last_relist = time.time()
+        metrics.observe_relist(self.last_relist - started, self.last_relist)
         self.relisted.set()
 
     async def run(self) -> None:

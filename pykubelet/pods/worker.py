@@ -23,6 +23,7 @@ from pykubelet.pods.sync import PodSyncer
 from pykubelet.runtime.specs import pod_log_directory
 from pykubelet.runtime.state import read_pod_state
 from pykubelet.status.manager import StatusManager
+from pykubelet.util import metrics
 from pykubelet.util.log import get_logger
 
 log = get_logger(__name__)
@@ -95,7 +96,8 @@ class PodWorker:
                     if self.terminating:
                         await self._terminate()
                         return
-                    delay = await self._sync()
+                    with metrics.POD_WORKER_DURATION.labels("sync").time():
+                        delay = await self._sync()
                     error_delay = ERROR_RETRY_MIN
                 except errors.CRIError as e:
                     log.error("Pod sync failed; will retry", pod=self.name, err=str(e), retryIn=error_delay)
@@ -122,6 +124,7 @@ class PodWorker:
             state = await read_pod_state(deps.cri, self.uid)
         self._track_probes(pod, state)
         deps.statuses.set(pod, pod_status(pod, state, result.waiting, deps.host_ip(), self.start_time, view))
+        metrics.observe_pod_running(pod.uid, self.start_time, (deps.statuses.get(pod.uid) or {}).get("phase", ""))
         await deps.syncer.prune(state)
         if pod.is_static and deps.mirrors is not None:
             try:

@@ -17,6 +17,7 @@ from typing import Any, Callable
 from pykubelet.cri.client import CRIClient
 from pykubelet.kube.events import WARNING, EventRecorder, pod_ref
 from pykubelet.probes.check import run_probe
+from pykubelet.util import metrics
 from pykubelet.util.log import get_logger
 
 log = get_logger(__name__)
@@ -86,6 +87,7 @@ class ProbeManager:
                 began = loop.time()
                 ok, message = await run_probe(self.cri, probe, container, container_id, pod_ip)
                 successes, failures = (successes + 1, 0) if ok else (0, failures + 1)
+                metrics.observe_probe(kind, ok, container["name"], pod.name, pod.namespace, pod.uid)
                 if not ok:
                     self.recorder.record(pod_ref(pod.namespace, pod.name, pod.uid, container["name"]), WARNING,
                                          "Unhealthy", f"{_EVENT_NAME[kind]} probe failed: {message}")

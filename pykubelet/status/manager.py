@@ -55,6 +55,10 @@ class StatusManager:
     def get(self, uid: str) -> dict[str, Any] | None:
         return self._statuses.get(uid)
 
+    def pods(self) -> list[tuple[Pod, dict[str, Any]]]:
+        """Every pod with its current status (the kubelet API's view of the node)."""
+        return [(pod, self._statuses[uid]) for uid, pod in self._pods.items()]
+
     def resend(self, uid: str) -> None:
         """Write the status again (the mirror pod it goes to was recreated)."""
         self._sent.pop(uid, None)

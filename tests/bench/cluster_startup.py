@@ -99,7 +99,8 @@ class NodeAgent:
         else:
             argv = [sys.executable, "-m", "pykubelet.cli", "--kubeconfig", str(kubeconfig),
                     "--pod-manifest-path", str(manifests), "--root-dir", str(root),
-                    "--hostname-override", self.node, "--healthz-port", str(free_port()),
+                    "--hostname-override", self.node, "--healthz-port", str(free_port()), "--port", str(free_port()),
+                    "--client-ca-file", str(STATE / "pki" / "ca.crt"),  # the apiserver's identity, as the kubelet's
                     "--network-mode", "runtime"]  # the same containerd-run network as the kubelet's
         log = open(self.workdir / f"{self.kind}.log", "wb")
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

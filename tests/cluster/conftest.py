@@ -89,8 +89,9 @@ async def node_agent(cluster, cri, tmp_path: pathlib.Path):  # noqa: F811
     manifests.mkdir()
     kubeconfig = tmp_path / "node.kubeconfig"
     cluster_sh("node-kubeconfig", NODE, str(kubeconfig), timeout=60)
-    agent = AgentProcess(tmp_path, manifests, "--kubeconfig", str(kubeconfig),
-                         "--node-labels", "pykubelet.test/role=worker").start()
+    # The client CA lets the apiserver in with its kubelet client certificate (logs, exec, stats).
+    agent = AgentProcess(tmp_path, manifests, "--kubeconfig", str(kubeconfig), "--client-ca-file",
+                         str(STATE / "pki" / "ca.crt"), "--node-labels", "pykubelet.test/role=worker").start()
     await wait_for(lambda: node_condition(node_object()).get("status") == "True", 60, "node Ready",
                    describe=agent.describe)
     yield agent

@@ -77,6 +77,7 @@ class AgentProcess:
         self.manifests = manifests
         self.logs_dir = workdir / "logs"
         self.port = free_port()
+        self.api_port = free_port()  # the kubelet API: several agents share the machine
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = workdir / "agent.log"
         self.runs = 0
@@ -89,8 +90,8 @@ class AgentProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pykubelet.cli", "--pod-manifest-path", str(self.manifests),
              "--root-dir", str(self.workdir / "root"), "--pod-logs-dir", str(self.logs_dir),
-             "--hostname-override", self.node, "--healthz-port", str(self.port),
-             "--container-runtime-endpoint", self.endpoint, *self.extra, *extra],
+             "--hostname-override", self.node, "--healthz-port", str(self.port), "--port", str(self.api_port),
+             "--container-runtime-endpoint", self.endpoint, *self.extra, *extra],  # later flags win
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         return self

@@ -216,3 +216,31 @@ def test_bad_eviction_signal_names_the_field(tmp_path):
                    "evictionHard: {memory.free: 1Gi}\n")
     with pytest.raises(ConfigError, match="evictionHard.*memory.free"):
         settings("--config", str(cfg), "--hostname-override", "n1")
+
+
+def test_kubelet_api_settings_from_nested_fields_and_flags(tmp_path):
+    path = write_config(tmp_path, "port: 10260\naddress: 127.0.0.1\n"
+                                  "authentication:\n  anonymous: {enabled: true}\n"
+                                  "  webhook: {enabled: false, cacheTTL: 1m}\n  x509: {clientCAFile: ca.crt}\n"
+                                  "authorization:\n  mode: AlwaysAllow\n  webhook: {cacheUnauthorizedTTL: 5s}\n"
+                                  "tlsMinVersion: VersionTLS13\n")
+    s = settings("--config", str(path), "--hostname-override", "n1", "--authorization-mode", "Webhook")
+    assert (s.server.port, s.server.address, s.server.tls_min_version) == (10260, "127.0.0.1", "VersionTLS13")
+    assert (s.authn.anonymous_enabled, s.authn.webhook_enabled, s.authn.webhook_cache_ttl) == (True, False, 60.0)
+    assert s.authn.client_ca_file == str(tmp_path / "ca.crt")
+    assert (s.authz.mode, s.authz.cache_unauthorized_ttl, s.authz.cache_authorized_ttl) == ("Webhook", 5.0, 300.0)
+    defaults = settings("--hostname-override", "n1")
+    assert (defaults.authn.anonymous_enabled, defaults.authn.webhook_enabled, defaults.authz.mode) == \
+        (False, True, "Webhook")
+    assert settings("--hostname-override", "n1", "--anonymous-auth").authn.anonymous_enabled is True
+
+
+@pytest.mark.parametrize("body, where", [
+    ("authorization: {mode: RBAC}\n", "field authorization.mode"),
+    ("tlsCipherSuites: [TLS_FAKE]\n", "field tlsCipherSuites"),
+    ("authentication: {webhook: {cacheTTL: soon}}\n", "field authentication.webhook.cacheTTL"),
+    ("port: 70000\n", "field port"),
+])
+def test_bad_kubelet_api_fields_name_the_nested_field(tmp_path, body, where):
+    with pytest.raises(ConfigError, match=where):
+        settings("--config", str(write_config(tmp_path, body)), "--hostname-override", "n1")

@@ -1,0 +1,213 @@
+"""/stats/summary: the node's and every pod's CPU, memory, network and filesystem usage in the
+kubelet's Summary API shape (stats/v1alpha1), which `kubectl top`'s metrics pipeline and the e2e
+tests read.
+
+Containers come from CRI ListContainerStats; pods from their cgroups (cgroup v1) and their
+sandbox's network namespace; the node from the root cgroup, /proc and statvfs. CPU rates
+(usageNanoCores) are the change of the cumulative counter since the previous scrape; the first
+scrape of something gives its average over its lifetime so far.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from pykubelet.cri import errors
+from pykubelet.cri.v1 import api_pb2 as api
+from pykubelet.runtime import labels
+from pykubelet.server import cgroup_stats as cg
+from pykubelet.server.host import Host, container_id
+from pykubelet.util.log import get_logger
+
+log = get_logger(__name__)
+
+IMAGEFS_DIR = "/var/lib/containerd"
+
+
+def rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class CPURates:
+    """usageNanoCores from successive cumulative samples, per key (node, pod UID, container ID)."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[float, int]] = {}
+
+    def rate(self, key: str, now: float, cumulative_ns: int, started: float) -> int:
+        previous = self._last.get(key)
+        self._last[key] = (now, cumulative_ns)
+        if previous and now - previous[0] > 0.05 and cumulative_ns >= previous[1]:
+            return int((cumulative_ns - previous[1]) / (now - previous[0]))
+        lifetime = now - started
+        return int(cumulative_ns / lifetime) if started and lifetime > 0 else 0
+
+    def retain(self, keys: set[str]) -> None:
+        self._last = {k: v for k, v in self._last.items() if k in keys}
+
+
+def cpu_stats(when: str, cumulative_ns: int, nano_cores: int) -> dict[str, Any]:
+    return {"time": when, "usageNanoCores": nano_cores, "usageCoreNanoSeconds": cumulative_ns}
+
+
+def memory_stats(when: str, usage: cg.CgroupUsage | None, working_set: int, limit: int = 0) -> dict[str, Any]:
+    out: dict[str, Any] = {"time": when, "workingSetBytes": working_set}
+    if usage is not None:
+        out.update(usageBytes=usage.memory_usage, rssBytes=usage.rss, pageFaults=usage.page_faults,
+                   majorPageFaults=usage.major_page_faults)
+    if limit:
+        out["availableBytes"] = max(limit - working_set, 0)
+    return out
+
+
+def network_stats(when: str, interfaces: dict[str, tuple[int, int, int, int]], default: str) -> dict[str, Any]:
+    items = [{"name": n, "rxBytes": v[0], "rxErrors": v[1], "txBytes": v[2], "txErrors": v[3]}
+             for n, v in sorted(interfaces.items())]
+    main = next((i for i in items if i["name"] == default), items[0] if items else {"name": default})
+    return {"time": when, **main, "interfaces": items}
+
+
+class SummaryProvider:
+    def __init__(self, host: Host):
+        self.host = host
+        self.rates = CPURates()
+        self._sandbox_pids: dict[str, int] = {}
+
+    async def _sandbox_pid(self, sandbox_id: str) -> int | None:
+        if sandbox_id not in self._sandbox_pids:
+            try:
+                info = (await self.host.cri.pod_sandbox_status(sandbox_id, verbose=True)).info.get("info", "{}")
+                self._sandbox_pids[sandbox_id] = int(json.loads(info).get("pid") or 0)
+            except (errors.CRIError, ValueError):
+                return None
+        return self._sandbox_pids[sandbox_id] or None
+
+    async def summary(self, only_cpu_and_memory: bool = False) -> dict[str, Any]:
+        container_stats, sandboxes = await asyncio.gather(self.host.cri.list_container_stats(),
+                                                          self.host.cri.list_pod_sandbox())
+        image_fs = None if only_cpu_and_memory else await self._image_fs()
+        ready = {s.labels.get(labels.POD_UID): s.id for s in sandboxes if s.state == api.SANDBOX_READY}
+        self._sandbox_pids = {k: v for k, v in self._sandbox_pids.items() if k in set(ready.values())}
+        pids = {uid: await self._sandbox_pid(sid) for uid, sid in ready.items() if uid}
+        return await asyncio.to_thread(self._build, container_stats, ready, pids, image_fs, only_cpu_and_memory)
+
+    async def _image_fs(self) -> dict[str, Any]:
+        out = cg.fs_stats(IMAGEFS_DIR)
+        try:
+            info = await self.host.cri.image_fs_info()
+            if info.image_filesystems:
+                usage = info.image_filesystems[0]
+                out.update(usedBytes=usage.used_bytes.value, inodesUsed=usage.inodes_used.value)
+        except errors.CRIError:
+            pass
+        return out
+
+    def _build(self, container_stats: list[api.ContainerStats], ready: dict[str, str], pids: dict[str, int | None],
+               image_fs: dict[str, Any] | None, only_cpu_and_memory: bool) -> dict[str, Any]:
+        now = time.time()
+        when = rfc3339(now)
+        keys: set[str] = set()
+        by_id = {s.attributes.id: s for s in container_stats}
+        pods = []
+        for pod, status in self.host.pods():
+            if pod.uid not in ready:
+                continue
+            pods.append(self._pod(pod, status, by_id, pids.get(pod.uid), now, when, keys, only_cpu_and_memory))
+        node = self._node(now, when, image_fs, only_cpu_and_memory)
+        keys.add("node")
+        self.rates.retain(keys)
+        return {"node": node, "pods": pods}
+
+    def _node(self, now: float, when: str, image_fs: dict[str, Any] | None, only: bool) -> dict[str, Any]:
+        boot = cg.boot_time()
+        usage = cg.cgroup_usage("")
+        capacity = cg.memory_capacity()
+        node: dict[str, Any] = {"nodeName": self.host.node_name, "systemContainers": [], "startTime": rfc3339(boot)}
+        if usage is not None:
+            node["cpu"] = cpu_stats(when, usage.cpu_ns, self.rates.rate("node", now, usage.cpu_ns, boot))
+            node["memory"] = memory_stats(when, usage, usage.working_set, capacity)
+        if only:
+            return node
+        node["network"] = network_stats(when, cg.net_dev(None), "eth0")
+        node["fs"] = {"time": when, **cg.fs_stats(self.host.settings.root_dir)}
+        node["runtime"] = {"imageFs": {"time": when, **(image_fs or {})}}
+        node["rlimit"] = {"time": when, "maxpid": cg.max_pid(), "curproc": cg.process_count()}
+        return node
+
+    def _pod(self, pod, status: dict[str, Any], by_id: dict[str, api.ContainerStats], pid: int | None, now: float,
+             when: str, keys: set[str], only: bool) -> dict[str, Any]:
+        containers = []
+        rootfs_total = logs_total = 0
+        log_dir = os.path.join(self.host.settings.pods.pod_logs_dir, f"{pod.namespace}_{pod.name}_{pod.uid}")
+        for cs in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
+            running = (cs.get("state") or {}).get("running")
+            stats = by_id.get(container_id(cs.get("containerID", "")))
+            if running is None or stats is None:
+                continue
+            cid = stats.attributes.id
+            keys.add(cid)
+            started = _parse_time(running.get("startedAt"))
+            cpu_ns = stats.cpu.usage_core_nano_seconds.value
+            entry: dict[str, Any] = {
+                "name": cs["name"], "startTime": running.get("startedAt"),
+                "cpu": cpu_stats(when, cpu_ns, stats.cpu.usage_nano_cores.value
+                                 or self.rates.rate(cid, now, cpu_ns, started)),
+                "memory": memory_stats(when, None, stats.memory.working_set_bytes.value)}
+            if stats.memory.HasField("usage_bytes"):
+                entry["memory"]["usageBytes"] = stats.memory.usage_bytes.value
+            if not only:
+                rootfs = stats.writable_layer.used_bytes.value
+                logs_used, logs_inodes = cg.dir_usage(os.path.join(log_dir, cs["name"]))
+                entry["rootfs"] = {"time": when, "usedBytes": rootfs,
+                                   "inodesUsed": stats.writable_layer.inodes_used.value}
+                entry["logs"] = {"time": when, "usedBytes": logs_used, "inodesUsed": logs_inodes}
+                rootfs_total, logs_total = rootfs_total + rootfs, logs_total + logs_used
+            containers.append(entry)
+        out: dict[str, Any] = {"podRef": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+                               "startTime": status.get("startTime"), "containers": containers}
+        relative = cg.pod_cgroup(pod.uid)
+        usage = cg.cgroup_usage(relative) if relative else None
+        if usage is not None:
+            keys.add(pod.uid)
+            started = _parse_time(status.get("startTime"))
+            out["cpu"] = cpu_stats(when, usage.cpu_ns, self.rates.rate(pod.uid, now, usage.cpu_ns, started))
+            out["memory"] = memory_stats(when, usage, usage.working_set)
+        if not only:
+            if pid:
+                out["network"] = network_stats(when, cg.net_dev(pid), "eth0")
+            volumes = self._volumes(pod.uid, when)
+            if volumes:
+                out["volume"] = volumes
+            out["ephemeral-storage"] = {"time": when, "usedBytes": rootfs_total + logs_total}
+        return out
+
+    def _volumes(self, uid: str, when: str) -> list[dict[str, Any]]:
+        """Each volume directory of the pod (<root-dir>/pods/<uid>/volumes/<plugin>/<name>)."""
+        base = os.path.join(self.host.settings.root_dir, "pods", uid, "volumes")
+        out = []
+        try:
+            plugins = sorted(os.scandir(base), key=lambda e: e.name)
+        except OSError:
+            return out
+        for plugin in plugins:
+            for volume in sorted(os.scandir(plugin.path), key=lambda e: e.name):
+                used, inodes = cg.dir_usage(volume.path)
+                fs = cg.fs_stats(volume.path)
+                out.append({"time": when, "name": volume.name, "usedBytes": used, "inodesUsed": inodes,
+                            **{k: fs[k] for k in ("availableBytes", "capacityBytes", "inodesFree", "inodes")
+                               if k in fs}})
+        return out
+
+
+def _parse_time(value: str | None) -> float:
+    if not value:
+        return 0.0
+    try:
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        return 0.0

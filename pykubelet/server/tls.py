@@ -1,0 +1,102 @@
+"""TLS of the kubelet API: the serving certificate and the server's SSL context.
+
+Without tlsCertFile/tlsPrivateKeyFile the kubelet makes a self-signed certificate for its node
+once and keeps it in <root-dir>/pki/kubelet.crt and kubelet.key; a restart reuses it, so clients
+that pinned it keep working. With a client CA, client certificates are asked for but not
+required: requests without one go on to token or anonymous authentication.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+import ssl
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from pykubelet.config import ServerSettings
+from pykubelet.util import tls_names
+from pykubelet.util.log import get_logger
+
+log = get_logger(__name__)
+
+CERT_NAME, KEY_NAME = "kubelet.crt", "kubelet.key"
+VALIDITY = datetime.timedelta(days=365)
+
+
+class TLSError(RuntimeError):
+    """The serving certificate, key or client CA cannot be used; the message names the file."""
+
+
+def self_signed(node_name: str, ips: list[str]) -> tuple[bytes, bytes]:
+    """(certificate PEM, key PEM) for serving as `node_name`, with the node name and IPs as SANs."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.timezone.utc)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{node_name}@{int(now.timestamp())}")])
+    sans: list[x509.GeneralName] = [x509.DNSName(node_name)]
+    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips if ip]
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + VALIDITY)
+            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=False, content_commitment=False,
+                                         data_encipherment=False, key_agreement=False, key_cert_sign=True,
+                                         crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .sign(key, hashes.SHA256()))
+    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    return cert.public_bytes(serialization.Encoding.PEM), key_pem
+
+
+def _usable(cert_path: str, key_path: str) -> bool:
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert_path, key_path)
+        return True
+    except (OSError, ssl.SSLError):
+        return False
+
+
+def serving_files(settings: ServerSettings, root_dir: str, node_name: str, ips: list[str]) -> tuple[str, str]:
+    """The certificate and key files to serve with: the configured ones, or the node's self-signed pair."""
+    if settings.tls_cert_file or settings.tls_private_key_file:
+        if not (settings.tls_cert_file and settings.tls_private_key_file):
+            raise TLSError("tlsCertFile and tlsPrivateKeyFile must be given together")
+        return settings.tls_cert_file, settings.tls_private_key_file
+    pki = os.path.join(root_dir, "pki")
+    cert_path, key_path = os.path.join(pki, CERT_NAME), os.path.join(pki, KEY_NAME)
+    if _usable(cert_path, key_path):
+        return cert_path, key_path
+    os.makedirs(pki, mode=0o700, exist_ok=True)
+    cert_pem, key_pem = self_signed(node_name, ips)
+    for path, data, mode in ((key_path, key_pem, 0o600), (cert_path, cert_pem, 0o644)):
+        tmp = path + ".tmp"
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    log.info("Generated a self-signed serving certificate for the kubelet API", cert=cert_path, node=node_name)
+    return cert_path, key_path
+
+
+def server_context(settings: ServerSettings, cert_path: str, key_path: str, client_ca_file: str) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = tls_names.VERSIONS[settings.tls_min_version or "VersionTLS12"]
+    if settings.tls_cipher_suites:
+        context.set_ciphers(":".join(tls_names.CIPHER_SUITES[name] for name in settings.tls_cipher_suites))
+    context.set_alpn_protocols(["http/1.1"])  # the apiserver asks for http/1.1 on upgrades
+    try:
+        context.load_cert_chain(cert_path, key_path)
+    except (OSError, ssl.SSLError) as e:
+        raise TLSError(f"cannot load the serving certificate {cert_path} with key {key_path}: {e}") from None
+    if client_ca_file:
+        try:
+            context.load_verify_locations(cafile=client_ca_file)
+        except (OSError, ssl.SSLError) as e:
+            raise TLSError(f"cannot load the client CA file {client_ca_file}: {e}") from None
+        context.verify_mode = ssl.CERT_OPTIONAL  # asked for, not required: tokens and anonymous still work
+    return context
