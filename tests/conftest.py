@@ -7,13 +7,13 @@ cgroup, portmap rule — without a live sandbox to own it. Any leak fails the se
 
 from __future__ import annotations
 
-import asyncio
 import pathlib
 import tempfile
 
 import pytest
 
 from pykubelet.tools.leaks import Node, account, report
+from tests.helpers import run_to_completion
 
 # Tiers that only compute: nothing of theirs can be left on the machine.
 PURE_TIERS = ("unit", "bench")
@@ -46,7 +46,7 @@ def _release_like_the_next_agent() -> None:
         async def released() -> bool:
             return not [leak for leak in await account(node) if leak.kind in ("ip", "attachment", "rule")]
         try:
-            asyncio.run(wait_for(released, 60, "the next agent to release the network of removed pods",
+            run_to_completion(wait_for(released, 60, "the next agent to release the network of removed pods",
                                  interval=0.5, describe=agent.describe))
         finally:
             agent.shutdown()
@@ -60,10 +60,10 @@ def machine_left_as_found(request):
     from tests.runtime.conftest import ENDPOINT, SHARED_NETWORK_STATE
 
     node = Node(endpoints=[ENDPOINT], root_dirs=[str(SHARED_NETWORK_STATE.parent)])
-    pods_left = [leak for leak in asyncio.run(account(node, expect_no_pods=True))
+    pods_left = [leak for leak in run_to_completion(account(node, expect_no_pods=True))
                  if leak.kind in ("sandbox", "container")]
     if not pods_left:
         _release_like_the_next_agent()
-    leaks = asyncio.run(account(node, expect_no_pods=True))
+    leaks = run_to_completion(account(node, expect_no_pods=True))
     if leaks:
         pytest.fail(f"the tests left this on the machine:\n{report(leaks)}", pytrace=False)

@@ -93,6 +93,8 @@ def network_mode(value: Any) -> str:
 
 
 def cidr(value: Any) -> str:
+    if not isinstance(value, str):  # ip_network would take an int (or a bool) as an address
+        raise ValueError(f"must be a CIDR like 10.244.0.0/24, got {value!r}")
     try:
         return str(ipaddress.ip_network(value, strict=True))
     except (TypeError, ValueError) as e:

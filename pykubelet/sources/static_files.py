@@ -96,6 +96,9 @@ class StaticPodSource:
             except ManifestError as e:
                 errors[file] = str(e)
                 continue
+            except Exception as e:  # noqa: BLE001 - a bug meeting odd input; never the other pods' end
+                errors[file] = f"{file}: could not be processed ({type(e).__name__}: {e}); this is a pykubelet bug"
+                continue
             if pod.uid in pods:
                 errors[file] = f"{file}: the same pod (uid {pod.uid}) as {files[pod.uid]}; ignored"
                 continue

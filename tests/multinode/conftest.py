@@ -21,7 +21,7 @@ import pytest
 from pykubelet.cri.client import CRIClient
 from tests.cluster.conftest import (REPO, cluster, cluster_sh, kubectl, kubectl_json,  # noqa: F401 (fixtures)
                                     namespace, node_condition)
-from tests.helpers import unmount_under, wait_for
+from tests.helpers import run_to_completion, unmount_under, wait_for
 from tests.runtime.conftest import AgentProcess
 
 LAN_NS = "pkl-lan"
@@ -162,8 +162,8 @@ def drain(node: Node) -> None:
             return not await cri.list_pod_sandbox()
         finally:
             await cri.close()
-    asyncio.run(wait_for(no_sandboxes, 90, f"node {node.name} to remove its pods", interval=0.5,
-                         describe=node.agent.describe))
+    run_to_completion(wait_for(no_sandboxes, 90, f"node {node.name} to remove its pods", interval=0.5,
+                               describe=node.agent.describe))
 
 
 def stop_node(node: Node) -> None:

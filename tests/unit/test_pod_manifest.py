@@ -250,3 +250,20 @@ def test_fields_not_supported_yet_are_named_for_a_warning():
                         "livenessProbe": {"exec": {"command": ["true"]}}}]}}, "web.yaml")
     assert unsupported_fields(pod) == ["spec.runtimeClassName", "spec.volumes[2].persistentVolumeClaim",
                                        "spec.containers[0].env[2].valueFrom"]
+
+
+@pytest.mark.parametrize("spec_patch", [
+    {"volumes": [True]},
+    {"containers": [{"name": "a", "image": "busybox", "env": [True]}]},
+    {"containers": [{"name": "a", "image": "busybox", "envFrom": ["x"]}]},
+    {"imagePullSecrets": "nope"},
+])
+def test_a_manifest_with_items_of_the_wrong_type_does_not_break_the_reader(tmp_path, spec_patch):
+    doc = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "odd"},
+           "spec": {"containers": [{"name": "a", "image": "busybox"}], **spec_patch}}
+    path = tmp_path / "odd.yaml"
+    path.write_text(json.dumps(doc))
+    try:
+        read_manifest(str(path), NODE)
+    except ManifestError as e:
+        assert str(path) in str(e)
