@@ -44,7 +44,7 @@ class Alive:
     containers: list[str] = field(default_factory=list)
 
 
-def _shim_args() -> list[dict[str, str]]:
+def shim_args() -> list[dict[str, str]]:
     shims = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -60,13 +60,14 @@ def _shim_args() -> list[dict[str, str]]:
 
 
 def leaked_shims(alive: Alive, sockets: set[str]) -> list[Leak]:
-    """A shim serves one sandbox; it leaks when the sandbox is gone or its containerd is."""
+    """A shim serves one sandbox; it leaks when the sandbox is gone (for the containerds we were
+    told of) or its containerd is (any containerd: nobody will ever stop it)."""
     out = []
-    for shim in _shim_args():
-        if shim["address"] in sockets and shim["id"] in alive.sandbox_ids | alive.container_ids:
-            continue
-        why = "" if shim["address"] in sockets else f" (its containerd {shim['address']} is gone)"
-        out.append(Leak("shim", f"pid {shim['pid']}{why}", shim["id"]))
+    for shim in shim_args():
+        if not os.path.exists(shim["address"]):
+            out.append(Leak("shim", f"pid {shim['pid']} (its containerd {shim['address']} is gone)", shim["id"]))
+        elif shim["address"] in sockets and shim["id"] not in alive.sandbox_ids | alive.container_ids:
+            out.append(Leak("shim", f"pid {shim['pid']}", shim["id"]))
     return out
 
 

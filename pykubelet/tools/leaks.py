@@ -21,7 +21,7 @@ from pykubelet.cri import errors
 from pykubelet.cri.client import CRIClient
 from pykubelet.tools.leak_checks import (Alive, Leak, iptables_save, leaked_attachments, leaked_cgroups, leaked_ips,
                                          leaked_log_dirs, leaked_mounts, leaked_netns, leaked_pod_dirs, leaked_rules,
-                                         leaked_shims)
+                                         leaked_shims, shim_args)
 
 
 @dataclass
@@ -67,13 +67,22 @@ async def _netns_of(cri: CRIClient, sandbox_id: str) -> set[str]:
     return {ns["path"] for ns in namespaces if ns.get("type") == "network" and ns.get("path")}
 
 
+def machine_endpoints(node: Node) -> list[str]:
+    """The node's endpoints and every other containerd on the machine that still has shims:
+    cgroups, netns, the log dir and the root netns' rules are shared by all of them, so what
+    any of them runs is alive."""
+    others = {f"unix://{shim['address']}" for shim in shim_args() if os.path.exists(shim["address"])}
+    return [*node.endpoints, *sorted(others - set(node.endpoints))]
+
+
 async def account(node: Node, expect_no_pods: bool = False) -> list[Leak]:
     """Every leak on the node (empty: the node holds only what its live pods hold)."""
-    alive = await alive_on(node.endpoints)
     leaks: list[Leak] = []
     if expect_no_pods:
-        leaks += [Leak("sandbox", p.split()[0], p.split()[1]) for p in alive.pods]
-        leaks += [Leak("container", c.split()[0], c.split()[1]) for c in alive.containers]
+        ours = await alive_on(node.endpoints)
+        leaks += [Leak("sandbox", p.split()[0], p.split()[1]) for p in ours.pods]
+        leaks += [Leak("container", c.split()[0], c.split()[1]) for c in ours.containers]
+    alive = await alive_on(machine_endpoints(node))
     sockets = {e.removeprefix("unix://") for e in node.endpoints if os.path.exists(e.removeprefix("unix://"))}
     leaks += leaked_shims(alive, sockets)
     leaks += leaked_netns(alive.netns_paths)
