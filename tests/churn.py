@@ -52,14 +52,18 @@ class ChurnResult:
     seconds: float = 0.0
     created: list[str] = field(default_factory=list)
     faults: list[str] = field(default_factory=list)
+    disturbed: set[str] = field(default_factory=set)
+    """Pods a fault may explain a restart of: those being started when the agent was killed."""
 
     @property
     def cycles_per_minute(self) -> float:
         return 60 * self.cycles / self.seconds if self.seconds else 0.0
 
 
-Fault = Callable[[str], Awaitable[str]]
-"""Given the pod just created, does its damage and says what it did."""
+Fault = Callable[[str], Awaitable[tuple[str, set[str]]]]
+"""Given the pod just created, does its damage; says what it did and which pods it may have
+caught mid-start (a container whose start the agent's death cut off is created anew, with
+restartCount 1, as the kubelet does)."""
 
 
 async def delete_pod(kube: KubeClient, path: str) -> None:
@@ -88,7 +92,9 @@ async def churn(kube: KubeClient, namespace: str, node: str, cycles: int, window
         result.created.append(name)
         alive.append(name)
         if faults and i in faults:
-            result.faults.append(f"cycle {i}: {await faults[i](name)}")
+            what, disturbed = await faults[i](name)
+            result.faults.append(f"cycle {i}: {what}")
+            result.disturbed |= disturbed
 
         async def running(name: str = name) -> bool:
             try:
