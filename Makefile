@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup venv run test unit bench proto cluster cluster-down
+.PHONY: setup venv run test unit bench soak proto cluster cluster-down
 
 setup: venv ## system packages, containerd (our config), CNI, local images, .venv
 	bash tests/bed/setup.sh
@@ -26,11 +26,18 @@ test: setup ## unit + runtime tests against the real containerd
 unit: venv ## only the tests that need no runtime
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-bench: setup ## pod startup (CRI floor vs pykubelet; the real kubelet vs pykubelet on a cluster); agent vs runtime network mode; the kubelet API (exec, logs, stats) vs the real kubelet
+bench: setup ## pod startup (CRI floor vs pykubelet; the real kubelet vs pykubelet on a cluster); agent vs runtime network mode; the kubelet API (exec, logs, stats), density at maxPods and churn vs the real kubelet
 	$(PY) -m tests.bench.startup
 	$(PY) -m tests.bench.cluster_startup
 	$(PY) -m tests.bench.network
 	$(PY) -m tests.bench.kubelet_api
+	$(PY) -m tests.bench.density
+	$(PY) -m tests.bench.churn
+
+soak: setup ## the long versions of the fuzz and fault suites (CI runs a sample of each)
+	HYPOTHESIS_PROFILE=soak PYKUBELET_FUZZ_MANIFESTS=1000 PYKUBELET_OUTAGE_SECONDS=120 PYKUBELET_CHURN_CYCLES=500 \
+		$(PY) -m pytest tests/unit/test_fuzzed_input.py tests/runtime/test_fuzzed_manifests.py \
+		tests/cluster/test_outage.py tests/multinode/test_churn.py $(PYTEST_ARGS)
 
 proto: venv ## regenerate the committed gRPC modules from proto/
 	$(PY) proto/generate.py .

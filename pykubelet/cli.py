@@ -1,4 +1,4 @@
-"""The `pykubelet` command: the agent by default; `pods` and `cri` to look at a node."""
+"""The `pykubelet` command: the agent by default; `pods`, `cri` and `leaks` to look at a node."""
 
 from __future__ import annotations
 
@@ -38,6 +38,10 @@ def main(argv: list[str] | None = None) -> int:
         from pykubelet.tools import inspect
 
         return inspect.main(argv)
+    if argv and argv[0] == "leaks":
+        from pykubelet.tools import leaks
+
+        return leaks.main(argv[1:])
     args = build_parser().parse_args(argv)
     setup_logging(0)  # until the settings are read: their warnings show at the default level
     try:

@@ -37,3 +37,12 @@ def unmount_under(directory: str) -> None:
         point = point.replace("\\040", " ")
         if point.startswith(prefix):
             subprocess.run(["umount", "-l", point], check=False, capture_output=True)
+
+
+def run_to_completion(coroutine: Awaitable[Any]) -> Any:
+    """Run a coroutine to its end from synchronous code, even code that an async test (with its
+    event loop running in this thread) calls: in a thread of its own, with a loop of its own."""
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()

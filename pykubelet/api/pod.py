@@ -348,6 +348,9 @@ def _parse_container(r: _Reader, raw: Any, path: str, host_network: bool = False
     )
 
 
+ANNOTATIONS_LIMIT_BYTES = 256 * 1024  # the apiserver's limit on all of an object's annotations together
+
+
 def parse_pod(raw: Any, where: str) -> Pod:
     """A validated Pod from a decoded manifest or API object; InvalidObject names every bad field."""
     r = _Reader()
@@ -397,6 +400,8 @@ def parse_pod(raw: Any, where: str) -> Pod:
         deletion_grace_period_seconds=meta.get("deletionGracePeriodSeconds"),
         raw=raw,
     )
+    if sum(len(k) + len(v) for k, v in pod.annotations.items()) > ANNOTATIONS_LIMIT_BYTES:
+        r.fail("metadata.annotations", f"Too long: must have at most {ANNOTATIONS_LIMIT_BYTES} bytes")
     raw_inits = spec.get("initContainers")
     _check_node_local(r, spec, raw_containers, raw_inits if isinstance(raw_inits, list) else [])
     if r.errors:

@@ -12,41 +12,49 @@ from typing import Any, Iterator
 CONFIGMAPS, SECRETS = "configmaps", "secrets"
 
 
+def _map(value: Any) -> dict[str, Any]:
+    """The value if it is an object, else empty: these run before validation, on any input."""
+    return value if isinstance(value, dict) else {}
+
+
+def _seq(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _containers(spec: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     for kind in ("initContainers", "containers", "ephemeralContainers"):
-        for i, container in enumerate(spec.get(kind) or []):
+        for i, container in enumerate(_seq(spec.get(kind))):
             if isinstance(container, dict):
                 yield f"spec.{kind}[{i}]", container
 
 
 def references(raw: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
     """(resource, name, field path) for every ConfigMap and Secret the pod refers to."""
-    spec = raw.get("spec") or {}
-    for i, ref in enumerate(spec.get("imagePullSecrets") or []):
-        if (ref or {}).get("name"):
-            yield SECRETS, ref["name"], f"spec.imagePullSecrets[{i}]"
+    spec = _map(raw.get("spec"))
+    for i, ref in enumerate(_seq(spec.get("imagePullSecrets"))):
+        if name := _map(ref).get("name"):
+            yield SECRETS, name, f"spec.imagePullSecrets[{i}]"
     for path, container in _containers(spec):
-        for j, source in enumerate(container.get("envFrom") or []):
+        for j, source in enumerate(_seq(container.get("envFrom"))):
             for key, resource in (("configMapRef", CONFIGMAPS), ("secretRef", SECRETS)):
-                if ((source or {}).get(key) or {}).get("name"):
-                    yield resource, source[key]["name"], f"{path}.envFrom[{j}].{key}"
-        for j, var in enumerate(container.get("env") or []):
-            value_from = (var or {}).get("valueFrom") or {}
+                if name := _map(_map(source).get(key)).get("name"):
+                    yield resource, name, f"{path}.envFrom[{j}].{key}"
+        for j, var in enumerate(_seq(container.get("env"))):
+            value_from = _map(_map(var).get("valueFrom"))
             for key, resource in (("configMapKeyRef", CONFIGMAPS), ("secretKeyRef", SECRETS)):
-                if (value_from.get(key) or {}).get("name"):
-                    yield resource, value_from[key]["name"], f"{path}.env[{j}].valueFrom.{key}"
-    for i, volume in enumerate(spec.get("volumes") or []):
-        volume = volume or {}
-        if (volume.get("configMap") or {}).get("name"):
-            yield CONFIGMAPS, volume["configMap"]["name"], f"spec.volumes[{i}].configMap"
-        if (volume.get("secret") or {}).get("secretName"):
-            yield SECRETS, volume["secret"]["secretName"], f"spec.volumes[{i}].secret"
-        for j, source in enumerate((volume.get("projected") or {}).get("sources") or []):
-            source = source or {}
-            if (source.get("configMap") or {}).get("name"):
-                yield CONFIGMAPS, source["configMap"]["name"], f"spec.volumes[{i}].projected.sources[{j}].configMap"
-            if (source.get("secret") or {}).get("name"):
-                yield SECRETS, source["secret"]["name"], f"spec.volumes[{i}].projected.sources[{j}].secret"
+                if name := _map(value_from.get(key)).get("name"):
+                    yield resource, name, f"{path}.env[{j}].valueFrom.{key}"
+    for i, volume in enumerate(_seq(spec.get("volumes"))):
+        volume = _map(volume)
+        if name := _map(volume.get("configMap")).get("name"):
+            yield CONFIGMAPS, name, f"spec.volumes[{i}].configMap"
+        if name := _map(volume.get("secret")).get("secretName"):
+            yield SECRETS, name, f"spec.volumes[{i}].secret"
+        for j, source in enumerate(_seq(_map(volume.get("projected")).get("sources"))):
+            if name := _map(_map(source).get("configMap")).get("name"):
+                yield CONFIGMAPS, name, f"spec.volumes[{i}].projected.sources[{j}].configMap"
+            if name := _map(_map(source).get("secret")).get("name"):
+                yield SECRETS, name, f"spec.volumes[{i}].projected.sources[{j}].secret"
 
 
 def referenced_names(raw: dict[str, Any]) -> dict[str, set[str]]:
@@ -79,7 +87,7 @@ def static_pod_api_reference(raw: dict[str, Any]) -> tuple[str, str] | None:
     The kubelet (PreventStaticPodAPIReferences, on by default since 1.34) refuses such a
     manifest: a static pod must run before, and without, the apiserver.
     """
-    spec = raw.get("spec") or {}
+    spec = _map(raw.get("spec"))
     if spec.get("serviceAccountName"):
         return "serviceaccounts", "spec.serviceAccountName"
     # Like the kubelet, any Secret (then any ConfigMap) reference counts, volumes included.
@@ -90,12 +98,12 @@ def static_pod_api_reference(raw: dict[str, Any]) -> tuple[str, str] | None:
         return CONFIGMAPS, found[CONFIGMAPS]
     if spec.get("resourceClaims"):
         return "resourceclaims", "spec.resourceClaims"
-    for i, volume in enumerate(spec.get("volumes") or []):
+    for i, volume in enumerate(_seq(spec.get("volumes"))):
         for key, what in _VOLUME_RESOURCES.items():
-            if key in (volume or {}):
+            if key in _map(volume):
                 return what, f"spec.volumes[{i}].{key}"
-        for j, source in enumerate(((volume or {}).get("projected") or {}).get("sources") or []):
+        for j, source in enumerate(_seq(_map(_map(volume).get("projected")).get("sources"))):
             for key, what in _PROJECTED_RESOURCES.items():
-                if key in (source or {}):
+                if key in _map(source):
                     return what, f"spec.volumes[{i}].projected.sources[{j}].{key}"
     return None

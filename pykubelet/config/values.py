@@ -94,6 +94,8 @@ def network_mode(value: Any) -> str:
 
 
 def cidr(value: Any) -> str:
+    if not isinstance(value, str):  # ip_network would take an int (or a bool) as an address
+        raise ValueError(f"must be a CIDR like 10.244.0.0/24, got {value!r}")
     try:
         return str(ipaddress.ip_network(value, strict=True))
     except (TypeError, ValueError) as e:
@@ -128,8 +130,6 @@ def text(value: Any) -> str:
     return value
 
 
-
-
 def non_negative_int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"must be a non-negative integer, got {value!r}")
@@ -144,7 +144,7 @@ def non_negative_duration(value: Any) -> float:
 
 
 def tls_version(value: Any) -> str:
-    if value not in tls_names.VERSIONS:
+    if not isinstance(value, str) or value not in tls_names.VERSIONS:
         raise ValueError(f"must be one of {', '.join(tls_names.VERSIONS)}, got {value!r}")
     return value
 
@@ -162,6 +162,6 @@ def cipher_suites(value: Any) -> list[str]:
 
 
 def authorization_mode(value: Any) -> str:
-    if value not in AUTHORIZATION_MODES:
+    if not isinstance(value, str) or value not in AUTHORIZATION_MODES:
         raise ValueError(f"must be one of {', '.join(AUTHORIZATION_MODES)}, got {value!r}")
     return value

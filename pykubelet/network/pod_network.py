@@ -61,7 +61,11 @@ class AgentPodNetwork:
         except CNIError:
             await self.cni.delete(self.network, att, result)
             raise
+        # The capability args (portMappings) too: portmap's DEL removes the hostPort rules only
+        # when it is told the mappings again, and a leftover released after a restart has no
+        # containerd request to take them from.
         self.records.save(att.container_id, {"netns": att.netns, "ifname": att.ifname, "args": dict(att.args),
+                                             "capability_args": dict(att.capability_args),
                                              "result": result.to_dict()})
         ip = result.ip_of(att.ifname)
         log.info("Pod network attached", container=att.container_id[:13], pod=_pod_of(att),
@@ -108,7 +112,8 @@ class AgentPodNetwork:
         for container_id in sorted(gone):
             record = self.records.load(container_id) or {}
             att = Attachment(container_id=container_id, netns="", ifname=record.get("ifname", "eth0"),
-                             args=tuple((record.get("args") or {}).items()))
+                             args=tuple((record.get("args") or {}).items()),
+                             capability_args=record.get("capability_args") or {})
             try:
                 await self.delete(att)
             except CNIError as e:

@@ -60,15 +60,19 @@ def read_manifest(path: str, node_name: str) -> tuple[Pod, str]:
 
 
 def list_manifest_files(path: str) -> list[str]:
-    """Files the kubelet would read: every non-hidden regular file (a single file path is itself)."""
+    """Files the kubelet would read: every non-hidden regular file (a single file path is itself).
+
+    A symlink that leads nowhere (dangling, or a loop) is listed too, so that reading it fails
+    with an error naming it, as the kubelet logs one; directories are not descended into.
+    """
     if os.path.isfile(path):
         return [path]
     try:
         names = sorted(os.listdir(path))
     except FileNotFoundError:
         return []
-    return [os.path.join(path, n) for n in names
-            if not n.startswith(".") and os.path.isfile(os.path.join(path, n))]
+    paths = (os.path.join(path, n) for n in names if not n.startswith("."))
+    return [p for p in paths if os.path.isfile(p) or (os.path.islink(p) and not os.path.exists(p))]
 
 
 class StaticPodSource:
@@ -95,6 +99,9 @@ class StaticPodSource:
                 pod, digest = read_manifest(file, self.node_name)
             except ManifestError as e:
                 errors[file] = str(e)
+                continue
+            except Exception as e:  # noqa: BLE001 - a bug meeting odd input; never the other pods' end
+                errors[file] = f"{file}: could not be processed ({type(e).__name__}: {e}); this is a pykubelet bug"
                 continue
             if pod.uid in pods:
                 errors[file] = f"{file}: the same pod (uid {pod.uid}) as {files[pod.uid]}; ignored"

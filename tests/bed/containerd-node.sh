@@ -82,8 +82,9 @@ down() {
         for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
         kill -9 "$pid" 2>/dev/null || true
     fi
-    # Shims outlive containerd on purpose; these belong to a node that is going away.
-    pkill -9 -f "containerd-shim-runc-v2 -namespace k8s.io -address $sock" 2>/dev/null || true
+    # Shims outlive containerd on purpose; these belong to a node that is going away. (Their
+    # command line is "-namespace k8s.io -id <id> -address <socket>".)
+    pkill -9 -f "containerd-shim-runc-v2 -namespace k8s.io -id [0-9a-f]+ -address $sock( |\$)" 2>/dev/null || true
     { grep -o " $state/[^ ]*\| $root/[^ ]*" /proc/mounts || true; } | sort -r | while read -r m; do
         umount -l "$m" 2>/dev/null || true
     done

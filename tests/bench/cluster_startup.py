@@ -73,14 +73,15 @@ class Watcher:
 class NodeAgent:
     """One node agent process joined as node `name`."""
 
-    def __init__(self, kind: str, workdir: pathlib.Path):
-        self.kind, self.workdir = kind, workdir
+    def __init__(self, kind: str, workdir: pathlib.Path, standalone: bool = False):
+        self.kind, self.workdir, self.standalone = kind, workdir, standalone
         self.node = f"bench-{kind}"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         kubeconfig = self.workdir / "node.kubeconfig"
-        cluster_sh("node-kubeconfig", self.node, str(kubeconfig))
+        if not self.standalone:
+            cluster_sh("node-kubeconfig", self.node, str(kubeconfig))
         root = self.workdir / "root"
         manifests = self.workdir / "manifests"
         manifests.mkdir(parents=True, exist_ok=True)
@@ -94,14 +95,16 @@ class NodeAgent:
                                    "x509": {"clientCAFile": str(STATE / "pki" / "ca.crt")}},
                 "authorization": {"mode": "Webhook"}, "port": free_port(), "healthzPort": free_port(),
                 "readOnlyPort": 0}))
-            argv = [str(BIN / "kubelet"), "--config", str(config), "--kubeconfig", str(kubeconfig),
-                    "--root-dir", str(root), "--hostname-override", self.node]
+            argv = [str(BIN / "kubelet"), "--config", str(config), "--root-dir", str(root),
+                    "--hostname-override", self.node]
         else:
-            argv = [sys.executable, "-m", "pykubelet.cli", "--kubeconfig", str(kubeconfig),
+            argv = [sys.executable, "-m", "pykubelet.cli",
                     "--pod-manifest-path", str(manifests), "--root-dir", str(root),
                     "--hostname-override", self.node, "--healthz-port", str(free_port()), "--port", str(free_port()),
                     "--client-ca-file", str(STATE / "pki" / "ca.crt"),  # the apiserver's identity, as the kubelet's
                     "--network-mode", "runtime"]  # the same containerd-run network as the kubelet's
+        if not self.standalone:
+            argv += ["--kubeconfig", str(kubeconfig)]
         log = open(self.workdir / f"{self.kind}.log", "wb")
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -112,9 +115,16 @@ class NodeAgent:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-        kubectl("delete", "node", self.node, "--wait=false", check=False)
+        if not self.standalone:
+            kubectl("delete", "node", self.node, "--wait=false", check=False)
         root = self.workdir / "root"
         subprocess.run(["umount", "-R", str(root)], capture_output=True)  # the real kubelet bind-mounts it
+
+
+def ready_untainted(node_name: str) -> bool:
+    node = json.loads(kubectl("get", "node", node_name, "-o", "json", check=False).stdout or "{}")
+    conds = {c["type"]: c["status"] for c in node.get("status", {}).get("conditions", [])}
+    return conds.get("Ready") == "True" and not node.get("spec", {}).get("taints")
 
 
 async def measure(kind: str, kube: KubeClient, cri: CRIClient, args: argparse.Namespace,
@@ -130,12 +140,7 @@ async def measure(kind: str, kube: KubeClient, cri: CRIClient, args: argparse.Na
     results: dict[str, list[float]] = {"one by one": [], "batch": [], "exit -> status": []}
     path = f"/api/v1/namespaces/{namespace}/pods"
     try:
-        def ready() -> bool:
-            node = json.loads(kubectl("get", "node", agent.node, "-o", "json", check=False).stdout or "{}")
-            conds = {c["type"]: c["status"] for c in node.get("status", {}).get("conditions", [])}
-            taints = node.get("spec", {}).get("taints") or []
-            return conds.get("Ready") == "True" and not taints
-        await wait_for(ready, 120, f"{agent.node} Ready without taints")
+        await wait_for(lambda: ready_untainted(agent.node), 120, f"{agent.node} Ready without taints")
         for i in range(args.pods):
             start = time.perf_counter()
             await kube.create(path, pod(f"one-{i}", namespace))

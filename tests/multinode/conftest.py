@@ -21,7 +21,7 @@ import pytest
 from pykubelet.cri.client import CRIClient
 from tests.cluster.conftest import (REPO, cluster, cluster_sh, kubectl, kubectl_json,  # noqa: F401 (fixtures)
                                     namespace, node_condition)
-from tests.helpers import unmount_under, wait_for
+from tests.helpers import run_to_completion, unmount_under, wait_for
 from tests.runtime.conftest import AgentProcess
 
 LAN_NS = "pkl-lan"
@@ -146,7 +146,34 @@ def start_node(name: str, ip: str, mode: str, workdir: pathlib.Path, *extra: str
     return Node(name, ip, mode, agent.start())
 
 
+def drain(node: Node) -> None:
+    """Remove the node's pods the way they go on a real node — through the apiserver and its
+    agent, which releases their network, cgroups and directories — before the node goes."""
+    if node.agent.proc is None or node.agent.proc.poll() is not None:
+        node.agent.start()  # a test stopped it: its successor does the draining
+    for manifest in (node.agent.workdir / "manifests").iterdir():
+        manifest.unlink()
+    kubectl("delete", "pods", "--all-namespaces", "--field-selector", f"spec.nodeName={node.name}",
+            "--grace-period=1", "--wait=false", check=False)
+
+    async def no_sandboxes() -> bool:
+        cri = node.cri()
+        try:
+            return not await cri.list_pod_sandbox()
+        finally:
+            await cri.close()
+    run_to_completion(wait_for(no_sandboxes, 90, f"node {node.name} to remove its pods", interval=0.5,
+                               describe=node.agent.describe))
+
+
 def stop_node(node: Node) -> None:
+    try:
+        drain(node)
+    finally:
+        _stop_node(node)
+
+
+def _stop_node(node: Node) -> None:
     node.agent.shutdown()
     subprocess.run(["bash", str(CONTAINERD_NODE), "down", node.name], capture_output=True, timeout=120)
     unmount_under(str(node.agent.workdir))  # the token tmpfs of the pods that were still running

@@ -9,8 +9,8 @@ import subprocess
 from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.runtime import labels
 from tests.helpers import wait_for
-from tests.runtime.conftest import (NODE, containers_of, main_status, phase, pod_manifest, sandboxes_of,
-                                    write_manifest)
+from tests.runtime.conftest import (NODE, containers_of, main_status, phase, pod_manifest, remove_test_pods,
+                                    sandboxes_of, write_manifest)
 
 
 def running(pod) -> bool:
@@ -103,3 +103,23 @@ async def test_host_port_is_mapped_through_cri(agent, cri, manifests):
     await agent.wait_pod(name, running, 30, "Running")
     rules = subprocess.run(["iptables-save", "-t", "nat"], capture_output=True, text=True, check=True).stdout
     assert "--dport 18080" in rules, "portmap did not install a DNAT rule for hostPort 18080"
+
+
+def nat_rules() -> str:
+    return subprocess.run(["iptables-save", "-t", "nat"], capture_output=True, text=True, check=True).stdout
+
+
+async def test_host_port_rules_of_a_pod_removed_while_the_agent_was_down_go_with_the_next_agent(
+        agent, cri, manifests):
+    write_manifest(manifests, "hostport", pod_manifest(
+        "hostport", "sleep 3600", ports=[{"containerPort": 80, "hostPort": 18081}]))
+    await agent.wait_pod(f"hostport-{NODE}", running, 30, "Running")
+    agent.shutdown()
+    os.remove(manifests / "hostport.yaml")
+    await remove_test_pods(cri)  # gone while no agent ran: its CNI DEL could not reach one
+    assert "--dport 18081" in nat_rules()
+
+    agent.start()
+
+    await wait_for(lambda: "--dport 18081" not in nat_rules(), 30,
+                   "the next agent to remove the hostPort rules of the pod that is gone", describe=agent.describe)

@@ -66,12 +66,17 @@ class RecordingCNI:
     def __init__(self):
         self.deleted = []
         self.kept = None
+        self.deleted_attachments = []
 
     async def gc(self, net, valid):
         self.kept = [att.container_id for att in valid]
 
     async def delete(self, net, att, prev_result=None):
         self.deleted.append((att.container_id, att.netns, prev_result))
+        self.deleted_attachments.append(att)
+
+    async def add(self, net, att):
+        return parse_result(RESULT, "1.0.0")
 
 
 async def test_a_restarted_agent_releases_what_pods_that_are_gone_held(tmp_path):
@@ -110,6 +115,26 @@ async def test_a_second_del_of_a_detached_sandbox_runs_no_plugin(tmp_path):
     await network.delete(attachment)
     await network.delete(Attachment(container_id="abc", netns=""))  # containerd's second DEL
     assert [cid for cid, _, _ in cni.deleted] == ["abc"]
+
+
+async def test_a_released_leftover_is_told_its_port_mappings_so_portmap_removes_its_rules(tmp_path, monkeypatch):
+    import pykubelet.network.pod_network as pod_network
+
+    async def address_is_there(att, result):
+        return None
+    monkeypatch.setattr(pod_network, "verify_attachment", address_is_there)
+    records = AttachmentRecords(str(tmp_path / "att"))
+    cni = RecordingCNI()
+    network = AgentPodNetwork(cni, parse_conflist(pod_network_conflist(tmp_path)), records, str(tmp_path / "ipam"))
+    mappings = [{"hostPort": 18080, "containerPort": 80, "protocol": "tcp", "hostIP": ""}]
+    await network.add(Attachment(container_id="web", netns="/var/run/netns/cni-1",
+                                 capability_args={"portMappings": mappings}))
+
+    await network.release_leaks(set())  # the pod was removed while the agent was down
+
+    (released,) = cni.deleted_attachments
+    assert released.container_id == "web"
+    assert released.capability_args == {"portMappings": mappings}
 
 
 @pytest.mark.parametrize("node, route", [

@@ -250,3 +250,38 @@ def test_fields_not_supported_yet_are_named_for_a_warning():
                         "livenessProbe": {"exec": {"command": ["true"]}}}]}}, "web.yaml")
     assert unsupported_fields(pod) == ["spec.runtimeClassName", "spec.volumes[2].persistentVolumeClaim",
                                        "spec.containers[0].env[2].valueFrom"]
+
+
+@pytest.mark.parametrize("spec_patch", [
+    {"volumes": [True]},
+    {"containers": [{"name": "a", "image": "busybox", "env": [True]}]},
+    {"containers": [{"name": "a", "image": "busybox", "envFrom": ["x"]}]},
+    {"imagePullSecrets": "nope"},
+])
+def test_a_manifest_with_items_of_the_wrong_type_does_not_break_the_reader(tmp_path, spec_patch):
+    doc = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "odd"},
+           "spec": {"containers": [{"name": "a", "image": "busybox"}], **spec_patch}}
+    path = tmp_path / "odd.yaml"
+    path.write_text(json.dumps(doc))
+    try:
+        read_manifest(str(path), NODE)
+    except ManifestError as e:
+        assert str(path) in str(e)
+
+
+def test_annotations_over_the_apiservers_limit_are_invalid():
+    doc = json.loads(json.dumps(GOOD_JSON))
+    doc["metadata"]["annotations"] = {"filler": "x" * (256 * 1024)}
+    with pytest.raises(InvalidObject, match="metadata.annotations: Too long: must have at most 262144 bytes"):
+        parse_pod(doc, where="big.json")
+
+
+def test_symlinks_that_lead_nowhere_are_reported_by_name(tmp_path):
+    (tmp_path / "loop.yaml").symlink_to("loop.yaml")
+    (tmp_path / "dangling.yaml").symlink_to("missing.yaml")
+    (tmp_path / "sub").mkdir()
+    files = list_manifest_files(str(tmp_path))
+    assert files == [str(tmp_path / "dangling.yaml"), str(tmp_path / "loop.yaml")]
+    for file in files:
+        with pytest.raises(ManifestError, match=f"{file}: cannot read"):
+            read_manifest(file, NODE)

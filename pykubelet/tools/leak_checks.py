@@ -1,0 +1,180 @@
+"""The checks of `pykubelet leaks`, one per kind of thing a pod holds on a node.
+
+Each takes what is alive (sandbox IDs, container IDs, pod UIDs) and lists what is held for an
+ID or UID that is not; they read the machine (/proc, /sys/fs/cgroup, the agent's state dirs)
+but change nothing.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+
+SHIM = "containerd-shim-runc-v2"
+NETNS_DIR = "/var/run/netns"
+CGROUP_ROOT = "/sys/fs/cgroup"
+# cgroupfs driver: pod<uid>; systemd driver: kubepods-burstable-pod<uid with _ for ->.slice
+POD_CGROUP = re.compile(r"^pod([0-9a-f-]{8,})$|^kubepods(?:-[a-z]+)?-pod([0-9a-f_]{8,})\.slice$")
+# portmap tags each rule with the network name and the sandbox's ID.
+POD_VOLUME_MOUNT = re.compile(r"/pods/([0-9a-f-]{36})/(?:volumes|volume-subpaths|etc-hosts)")
+RUNTIME_MOUNT = re.compile(r"/(?:k8s\.io|sandboxes)/([0-9a-f]{64})/")
+PORTMAP_COMMENT = re.compile(r'id: \\?"([0-9a-f]{64})\\?"')
+
+
+@dataclass(frozen=True)
+class Leak:
+    kind: str
+    """What was left: sandbox, container, shim, netns, ip, attachment, pod-dir, mount, cgroup, log-dir, rule."""
+    what: str
+    """The thing itself: a path, an ID, a rule."""
+    owner: str
+    """The sandbox ID or pod UID it was held for."""
+
+
+@dataclass
+class Alive:
+    sandbox_ids: set[str] = field(default_factory=set)
+    container_ids: set[str] = field(default_factory=set)
+    pod_uids: set[str] = field(default_factory=set)
+    netns_paths: set[str] = field(default_factory=set)
+    pods: list[str] = field(default_factory=list)  # "<ns>/<name> <sandbox id>", for --expect-no-pods
+    containers: list[str] = field(default_factory=list)
+
+
+def shim_args() -> list[dict[str, str]]:
+    shims = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if not argv or not argv[0].endswith(SHIM):
+            continue
+        flags = {argv[i]: argv[i + 1] for i in range(1, len(argv) - 1) if argv[i].startswith("-")}
+        shims.append({"pid": pid, "id": flags.get("-id", ""), "address": flags.get("-address", "")})
+    return shims
+
+
+def leaked_shims(alive: Alive, sockets: set[str]) -> list[Leak]:
+    """A shim serves one sandbox; it leaks when the sandbox is gone (for the containerds we were
+    told of) or its containerd is (any containerd: nobody will ever stop it)."""
+    out = []
+    for shim in shim_args():
+        if not os.path.exists(shim["address"]):
+            out.append(Leak("shim", f"pid {shim['pid']} (its containerd {shim['address']} is gone)", shim["id"]))
+        elif shim["address"] in sockets and shim["id"] not in alive.sandbox_ids | alive.container_ids:
+            out.append(Leak("shim", f"pid {shim['pid']}", shim["id"]))
+    return out
+
+
+def leaked_netns(in_use: set[str]) -> list[Leak]:
+    try:
+        names = os.listdir(NETNS_DIR)
+    except FileNotFoundError:
+        return []
+    return [Leak("netns", os.path.join(NETNS_DIR, n), "") for n in sorted(names)
+            if n.startswith("cni-") and os.path.join(NETNS_DIR, n) not in in_use]
+
+
+def leaked_ips(alive: Alive, root_dir: str) -> list[Leak]:
+    """host-local's reservations: <root>/network/ipam/<network>/<ip> holds the sandbox ID."""
+    out = []
+    ipam = os.path.join(root_dir, "network", "ipam")
+    for network in _listdir(ipam):
+        for name in _listdir(os.path.join(ipam, network)):
+            try:
+                ipaddress.ip_address(name)
+                with open(os.path.join(ipam, network, name), encoding="utf-8") as f:
+                    owner = (f.read().split() or [""])[0]
+            except (ValueError, OSError):
+                continue
+            if owner not in alive.sandbox_ids:
+                out.append(Leak("ip", f"{name} ({network})", owner))
+    return out
+
+
+def leaked_attachments(alive: Alive, root_dir: str) -> list[Leak]:
+    directory = os.path.join(root_dir, "network", "attachments")
+    return [Leak("attachment", os.path.join(directory, n), n[:-5]) for n in _listdir(directory)
+            if n.endswith(".json") and n[:-5] not in alive.sandbox_ids]
+
+
+def leaked_pod_dirs(alive: Alive, root_dir: str) -> list[Leak]:
+    pods = os.path.join(root_dir, "pods")
+    return [Leak("pod-dir", os.path.join(pods, uid), uid) for uid in _listdir(pods) if uid not in alive.pod_uids]
+
+
+def leaked_mounts(alive: Alive) -> list[Leak]:
+    """Mounts of the machine made for a pod (its volumes, wherever its root dir is) or for a
+    sandbox or container (containerd's rootfs and shm mounts) that is gone."""
+    out = []
+    for point in _mount_points():
+        if m := POD_VOLUME_MOUNT.search(point):
+            if m.group(1) not in alive.pod_uids:
+                out.append(Leak("mount", point, m.group(1)))
+        elif m := RUNTIME_MOUNT.search(point):
+            if m.group(1) not in alive.sandbox_ids | alive.container_ids:
+                out.append(Leak("mount", point, m.group(1)))
+    return out
+
+
+def leaked_cgroups(alive: Alive, root: str = CGROUP_ROOT) -> list[Leak]:
+    """Pod cgroups (kubepods/[tier/]pod<uid>, or kubepods[-tier]-pod<uid>.slice) in every hierarchy."""
+    out = []
+    hierarchies = [root] + [os.path.join(root, h) for h in _listdir(root) if not os.path.islink(os.path.join(root, h))]
+    for hierarchy in hierarchies:
+        for top in ("kubepods", "kubepods.slice"):
+            for dirpath, dirnames, _ in os.walk(os.path.join(hierarchy, top)):
+                for d in list(dirnames):
+                    m = POD_CGROUP.match(d)
+                    if not m:
+                        continue
+                    dirnames.remove(d)  # the containers below it are the pod's
+                    uid = m.group(1) or m.group(2).replace("_", "-")
+                    if uid not in alive.pod_uids:
+                        out.append(Leak("cgroup", os.path.join(dirpath, d), uid))
+    return out
+
+
+def leaked_log_dirs(alive: Alive, pod_logs_dir: str) -> list[Leak]:
+    """/var/log/pods/<namespace>_<name>_<uid>."""
+    return [Leak("log-dir", os.path.join(pod_logs_dir, n), n.rsplit("_", 1)[-1]) for n in _listdir(pod_logs_dir)
+            if n.count("_") >= 2 and n.rsplit("_", 1)[-1] not in alive.pod_uids]
+
+
+def leaked_rules(alive: Alive, iptables_save: str) -> list[Leak]:
+    """portmap's DNAT/SNAT rules name the sandbox they were made for in a comment."""
+    out = []
+    for line in iptables_save.splitlines():
+        m = PORTMAP_COMMENT.search(line)
+        if m and line.startswith("-A") and m.group(1) not in alive.sandbox_ids:
+            out.append(Leak("rule", line, m.group(1)))
+    return out
+
+
+def iptables_save(host_netns: str) -> str:
+    argv = ["iptables-save"]
+    if host_netns:
+        argv = ["nsenter", f"--net={host_netns if '/' in host_netns else os.path.join(NETNS_DIR, host_netns)}", *argv]
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _mount_points() -> list[str]:
+    with open("/proc/self/mounts", encoding="utf-8") as f:
+        return [line.split()[1].replace("\\040", " ") for line in f]
+
+

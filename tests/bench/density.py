@@ -1,0 +1,208 @@
+"""Density at maxPods: 110 pods at once on one node, pykubelet vs the real kubelet, same run.
+
+    python -m tests.bench.density [--pods 110] [--idle 60] [--skip-standalone]
+
+For each agent, on the same containerd (both with containerd running the pod network, as in
+tests/bench/cluster_startup.py):
+- cluster: 110 pods created through the API at once; time until all are Running, each pod's
+  create -> Running, the agent's peak RSS and CPU seconds during that ramp; then its CPU and RSS
+  while the 110 pods just run (--idle seconds); then all deleted, time until all are gone.
+- standalone: 110 static pods written at once; time until every container runs (from CRI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import pathlib
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+import yaml
+
+from pykubelet.config import STANDALONE_POD_CIDR
+from pykubelet.cri.client import CRIClient
+from pykubelet.cri.v1 import api_pb2 as api
+from pykubelet.kube.client import KubeClient
+from pykubelet.network import assets
+from tests.bench.cluster_startup import CNI_CONF_DIR, NodeAgent, Watcher, pod, ready_untainted
+from tests.bench.startup import machine, percentile
+from tests.cluster.conftest import ADMIN, cluster_sh, kubectl
+from tests.helpers import wait_for
+from tests.runtime.conftest import BUSYBOX, ENDPOINT, remove_test_pods
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
+
+
+def memory_kib(pid: int, key: str) -> int:
+    """VmRSS (now) or VmHWM (peak) of a process, KiB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+@dataclass
+class Density:
+    all_running_s: float = 0.0
+    per_pod_s: list[float] = field(default_factory=list)
+    ramp_cpu_s: float = 0.0
+    ramp_peak_rss_mib: float = 0.0
+    idle_cpu_percent: float = 0.0
+    idle_rss_mib: float = 0.0
+    all_gone_s: float = 0.0
+
+
+async def cluster_density(kind: str, kube: KubeClient, cri: CRIClient, args: argparse.Namespace,
+                          workdir: pathlib.Path) -> Density:
+    agent = NodeAgent(kind, workdir)
+    namespace = f"t-density-{kind}"
+    kubectl("create", "namespace", namespace, check=False)
+    await wait_for(lambda: kubectl("get", "sa", "default", "-n", namespace, check=False).returncode == 0, 60,
+                   "the default service account")
+    agent.start()
+    out = Density()
+    watcher = Watcher(kube, namespace)
+    watch = asyncio.create_task(watcher.run())
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    try:
+        await wait_for(lambda: ready_untainted(agent.node), 120, f"{agent.node} Ready without taints")
+        pid = agent.proc.pid
+        print(f"  {kind}: creating {args.pods} pods at once", flush=True)
+        cpu_before = cpu_seconds(pid)
+        created: dict[str, float] = {}
+
+        async def create(i: int) -> None:
+            created[f"d-{i}"] = time.perf_counter()
+            body = pod(f"d-{i}", namespace)
+            body["spec"]["nodeSelector"] = {"kubernetes.io/hostname": agent.node}
+            await kube.create(path, body)
+        start = time.perf_counter()
+        await asyncio.gather(*(create(i) for i in range(args.pods)))
+        await wait_for(lambda: all(n in watcher.running_at for n in created), 600,
+                       f"all {args.pods} pods Running", interval=0.05)
+        out.all_running_s = max(watcher.running_at.values()) - start
+        out.per_pod_s = [watcher.running_at[n] - t for n, t in created.items()]
+        out.ramp_cpu_s = cpu_seconds(pid) - cpu_before
+        out.ramp_peak_rss_mib = memory_kib(pid, "VmHWM") / 1024
+        print(f"  {kind}: all Running after {out.all_running_s:.1f}s; idling {args.idle}s", flush=True)
+        idle_start, idle_cpu = time.perf_counter(), cpu_seconds(pid)
+        await asyncio.sleep(args.idle)  # the measurement window itself, not a wait for anything
+        out.idle_cpu_percent = 100 * (cpu_seconds(pid) - idle_cpu) / (time.perf_counter() - idle_start)
+        out.idle_rss_mib = memory_kib(pid, "VmRSS") / 1024
+        start = time.perf_counter()
+        kubectl("delete", "pods", "--all", "-n", namespace, "--wait=false")
+        await wait_for(lambda: kubectl("get", "pods", "-n", namespace, "-o", "name", check=False).stdout == "",
+                       600, "every pod gone from the API", interval=0.2)
+        out.all_gone_s = time.perf_counter() - start
+    finally:
+        watch.cancel()
+        kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+        agent.stop()
+        await remove_test_pods(cri)
+    return out
+
+
+def static_pod(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "main", "image": BUSYBOX, "command": ["sleep", "3600"]}]}}
+
+
+async def standalone_density(kind: str, cri: CRIClient, args: argparse.Namespace, workdir: pathlib.Path) -> Density:
+    """110 static pods written at once; each pod's latency is its container's start time (CRI)."""
+    agent = NodeAgent(kind, workdir, standalone=True)
+    agent.start()
+    out = Density()
+    manifests = workdir / "manifests"
+    try:
+        pid = agent.proc.pid
+        cpu_before = cpu_seconds(pid)
+        print(f"  {kind} standalone: writing {args.pods} static pods", flush=True)
+        start_wall, start = time.time(), time.perf_counter()
+        for i in range(args.pods):
+            tmp = manifests / f".s-{i}.yaml"
+            tmp.write_text(yaml.safe_dump(static_pod(f"s-{i}")))
+            tmp.rename(manifests / f"s-{i}.yaml")
+
+        async def running() -> list:
+            ours = [c for c in await cri.list_containers()
+                    if c.labels.get("io.kubernetes.pod.name", "").startswith("s-")
+                    and c.state == api.CONTAINER_RUNNING]
+            return ours if len(ours) >= args.pods else []
+        containers = await wait_for(running, 600, f"{args.pods} static pods running", interval=0.2)
+        out.all_running_s = time.perf_counter() - start
+        started = [(await cri.container_status(c.id)).status.started_at / 1e9 for c in containers]
+        out.per_pod_s = [t - start_wall for t in started]
+        out.ramp_cpu_s = cpu_seconds(pid) - cpu_before
+        out.ramp_peak_rss_mib = memory_kib(pid, "VmHWM") / 1024
+    finally:
+        agent.stop()
+        await remove_test_pods(cri)
+    return out
+
+
+def table(title: str, results: dict[str, Density], pods: int, idle: bool) -> None:
+    base, ours = results["kubelet"], results["pykubelet"]
+    rows = [(f"all {pods} Running (s)", base.all_running_s, ours.all_running_s),
+            ("per pod p50 (s)", statistics.median(base.per_pod_s), statistics.median(ours.per_pod_s)),
+            ("per pod p99 (s)", percentile(base.per_pod_s, 0.99), percentile(ours.per_pod_s, 0.99)),
+            ("agent CPU during the ramp (s)", base.ramp_cpu_s, ours.ramp_cpu_s),
+            ("agent peak RSS (MiB)", base.ramp_peak_rss_mib, ours.ramp_peak_rss_mib)]
+    if idle:
+        rows += [(f"idle CPU at {pods} pods (% of a core)", base.idle_cpu_percent, ours.idle_cpu_percent),
+                 (f"RSS at {pods} pods (MiB)", base.idle_rss_mib, ours.idle_rss_mib),
+                 ("delete -> all gone (s)", base.all_gone_s, ours.all_gone_s)]
+    print(f"\n{title}; {machine()}, Kubernetes v1.36.3")
+    print(f"{'':38} {'kubelet':>10} {'pykubelet':>10} {'ratio':>8}")
+    for label, b, o in rows:
+        print(f"{label:38} {b:10.2f} {o:10.2f} {o / b if b else float('nan'):7.2f}x")
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pods", type=int, default=110)
+    parser.add_argument("--idle", type=float, default=60.0)
+    parser.add_argument("--skip-standalone", action="store_true")
+    args = parser.parse_args()
+    cluster_sh("up")
+    network_dir = tempfile.mkdtemp(prefix="pykubelet-bench-ipam-")
+    assets.write_conflist(CNI_CONF_DIR, assets.render("pod-network.conflist", bridge="pkl0",
+                                                      pod_cidr=STANDALONE_POD_CIDR, ipam_dir=network_dir))
+    kube = await KubeClient.from_kubeconfig(str(ADMIN), qps=1000, burst=1000)
+    cluster: dict[str, Density] = {}
+    standalone: dict[str, Density] = {}
+    async with CRIClient(ENDPOINT) as cri:
+        await remove_test_pods(cri)
+        for kind in ("kubelet", "pykubelet"):
+            workdir = pathlib.Path(tempfile.mkdtemp(prefix=f"pykubelet-density-{kind}-"))
+            try:
+                cluster[kind] = await cluster_density(kind, kube, cri, args, workdir)
+                if not args.skip_standalone:
+                    standalone_dir = workdir / "standalone"
+                    standalone_dir.mkdir()
+                    standalone[kind] = await standalone_density(kind, cri, args, standalone_dir)
+            finally:
+                shutil.rmtree(workdir, ignore_errors=True)
+    await kube.close()
+    shutil.rmtree(network_dir, ignore_errors=True)
+    table(f"Density: {args.pods} pods through the API at once", cluster, args.pods, idle=True)
+    if standalone:
+        table(f"Density: {args.pods} static pods at once (standalone)", standalone, args.pods, idle=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

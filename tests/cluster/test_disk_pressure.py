@@ -1,0 +1,75 @@
+"""A node whose disk fills up: DiskPressure in the kubelet's words, clear errors, no crash, the
+running pods untouched, and all of it undone once space returns.
+
+The agent's root dir and its pods' log dir live on a small filesystem of their own (a loop-
+mounted image), which the test fills and then empties.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+
+import pytest
+
+from tests.cluster.conftest import cluster_sh, node_condition, node_object
+from tests.helpers import wait_for
+from tests.runtime.conftest import NODE, AgentProcess, main_status, phase, pod_manifest, write_manifest
+
+FS_MIB = 96
+
+
+@pytest.fixture
+def small_fs(tmp_path: pathlib.Path):
+    image, mount = tmp_path / "disk.img", tmp_path / "disk"
+    mount.mkdir()
+    subprocess.run(["truncate", "-s", f"{FS_MIB}M", str(image)], check=True)
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(image)], check=True)
+    subprocess.run(["mount", "-o", "loop", str(image), str(mount)], check=True)
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(fs: pathlib.Path) -> pathlib.Path:
+    """Write until the filesystem has no room left."""
+    filler = fs / "filler"
+    subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=1M"], capture_output=True)  # stops at ENOSPC
+    return filler
+
+
+async def test_a_full_disk_is_disk_pressure_and_everything_recovers_when_space_returns(cluster, cri, tmp_path,
+                                                                                      small_fs):
+    kubeconfig = tmp_path / "node.kubeconfig"
+    cluster_sh("node-kubeconfig", NODE, str(kubeconfig), timeout=60)
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    agent = AgentProcess(tmp_path, manifests, "--kubeconfig", str(kubeconfig), "--root-dir", str(small_fs / "root"),
+                         "--pod-logs-dir", str(small_fs / "logs"), network_state=None).start()
+    try:
+        await wait_for(lambda: node_condition(node_object()).get("status") == "True", 60, "node Ready",
+                       describe=agent.describe)
+        write_manifest(manifests, "before", pod_manifest("before", "while true; do echo tick; sleep 0.2; done"))
+        before = await agent.wait_pod(f"before-{NODE}", lambda p: phase(p) == "Running", 30, "Running")
+
+        filler = fill(small_fs)
+        pressure = await wait_for(lambda: (c := node_condition(node_object(), "DiskPressure")).get("status") == "True"
+                                  and c, 30, "DiskPressure", describe=agent.describe)
+        assert pressure["reason"] == "KubeletHasDiskPressure"
+        write_manifest(manifests, "during", pod_manifest("during", "sleep 3600"))
+        # The new pod cannot get its directories on the full disk: it waits, saying why.
+        await wait_for(lambda: "no space left on device" in agent.log().lower(), 30,
+                       "an error naming the full disk", describe=agent.describe)
+        assert agent.proc.poll() is None, "the agent died on a full disk"
+
+        filler.unlink()
+        await wait_for(lambda: node_condition(node_object(), "DiskPressure").get("status") == "False", 30,
+                       "DiskPressure gone once space returns", describe=agent.describe)
+        await agent.wait_pod(f"during-{NODE}", lambda p: phase(p) == "Running", 60,
+                             "the pod written during the pressure Running once space returns")
+        status = main_status(agent.pods()[f"before-{NODE}"])
+        assert (status["containerID"], status["restartCount"]) == (main_status(before)["containerID"], 0)
+    finally:
+        for path in manifests.iterdir():
+            path.unlink()
+        await wait_for(lambda: not (agent.pods() or {}), 60, "the test pods removed", describe=agent.describe)
+        agent.shutdown()

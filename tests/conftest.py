@@ -1,0 +1,69 @@
+"""Every test session that touched the machine ends by proving that it left nothing behind.
+
+The accounting is `pykubelet leaks` (pykubelet/tools/leaks.py): no sandbox or container in the
+runtime, and nothing a pod held — shim, netns, IP reservation, attachment record, mount, pod
+cgroup, portmap rule — without a live sandbox to own it. Any leak fails the session.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import tempfile
+
+import pytest
+
+from pykubelet.tools.leaks import Node, account, report
+from tests.helpers import run_to_completion
+
+# Tiers that only compute: nothing of theirs can be left on the machine.
+PURE_TIERS = ("unit", "bench")
+
+
+def _touched_the_machine(items: list[pytest.Item]) -> bool:
+    tests = pathlib.Path(__file__).parent
+    for item in items:
+        relative = pathlib.Path(str(item.path)).resolve().relative_to(tests.resolve())
+        if relative.parts[0] not in PURE_TIERS:
+            return True
+    return False
+
+
+def _release_like_the_next_agent() -> None:
+    """The runtime and cluster tiers remove their pods through CRI after stopping the agent,
+    as a crashed node's pods would go. Their network (IP, portmap rules) is then released by
+    the next agent of that node when it starts — so start it, once, and wait until it has."""
+    from tests.helpers import wait_for
+    from tests.runtime.conftest import SHARED_NETWORK_STATE, AgentProcess
+
+    if not SHARED_NETWORK_STATE.exists():
+        return
+    with tempfile.TemporaryDirectory(prefix="pkl-last-agent-") as tmp:
+        workdir = pathlib.Path(tmp)
+        (workdir / "manifests").mkdir()
+        agent = AgentProcess(workdir, workdir / "manifests").start()
+        node = Node(root_dirs=[str(SHARED_NETWORK_STATE.parent)])
+
+        async def released() -> bool:
+            return not [leak for leak in await account(node) if leak.kind in ("ip", "attachment", "rule")]
+        try:
+            run_to_completion(wait_for(released, 60, "the next agent to release the network of removed pods",
+                                 interval=0.5, describe=agent.describe))
+        finally:
+            agent.shutdown()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def machine_left_as_found(request):
+    yield
+    if not _touched_the_machine(request.session.items):
+        return
+    from tests.runtime.conftest import ENDPOINT, SHARED_NETWORK_STATE
+
+    node = Node(endpoints=[ENDPOINT], root_dirs=[str(SHARED_NETWORK_STATE.parent)])
+    pods_left = [leak for leak in run_to_completion(account(node, expect_no_pods=True))
+                 if leak.kind in ("sandbox", "container")]
+    if not pods_left:
+        _release_like_the_next_agent()
+    leaks = run_to_completion(account(node, expect_no_pods=True))
+    if leaks:
+        pytest.fail(f"the tests left this on the machine:\n{report(leaks)}", pytrace=False)
