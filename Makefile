@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup venv run test unit bench soak proto cluster cluster-down
+.PHONY: setup venv control-plane run test unit bench soak proto cluster cluster-down
 
 setup: venv ## system packages, containerd (our config), CNI, local images, .venv
 	bash tests/bed/setup.sh
@@ -17,10 +17,13 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
+control-plane: ## build the Kubernetes binaries the cluster tests run (once; cached in /var/cache/pykubelet/k8s)
+	bash tests/bed/build-control-plane.sh
+
 run: setup ## pykubelet standalone on manifests/, in the foreground
 	$(VENV)/bin/pykubelet --pod-manifest-path manifests
 
-test: setup ## unit + runtime tests against the real containerd
+test: setup control-plane ## unit + runtime, cluster and multi-node tests against the real containerd and control plane
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 unit: venv ## only the tests that need no runtime

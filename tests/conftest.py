@@ -3,6 +3,9 @@
 The accounting is `pykubelet leaks` (pykubelet/tools/leaks.py): no sandbox or container in the
 runtime, and nothing a pod held — shim, netns, IP reservation, attachment record, mount, pod
 cgroup, portmap rule — without a live sandbox to own it. Any leak fails the session.
+
+"As they found it" is measured: what was already on the machine when the session started (left
+by an earlier run that was killed, say) is reported, not blamed on this run.
 """
 
 from __future__ import annotations
@@ -52,18 +55,29 @@ def _release_like_the_next_agent() -> None:
             agent.shutdown()
 
 
-@pytest.fixture(scope="session", autouse=True)
-def machine_left_as_found(request):
-    yield
-    if not _touched_the_machine(request.session.items):
-        return
+def _this_node() -> Node:
     from tests.runtime.conftest import ENDPOINT, SHARED_NETWORK_STATE
 
-    node = Node(endpoints=[ENDPOINT], root_dirs=[str(SHARED_NETWORK_STATE.parent)])
+    return Node(endpoints=[ENDPOINT], root_dirs=[str(SHARED_NETWORK_STATE.parent)])
+
+
+@pytest.fixture(scope="session", autouse=True)
+def machine_left_as_found(request):
+    touched = _touched_the_machine(request.session.items)
+    found = {(leak.kind, leak.what) for leak in run_to_completion(account(_this_node(), expect_no_pods=True))} \
+        if touched else set()
+    yield
+    if not touched:
+        return
+    node = _this_node()
     pods_left = [leak for leak in run_to_completion(account(node, expect_no_pods=True))
-                 if leak.kind in ("sandbox", "container")]
+                 if leak.kind in ("sandbox", "container") and (leak.kind, leak.what) not in found]
     if not pods_left:
         _release_like_the_next_agent()
     leaks = run_to_completion(account(node, expect_no_pods=True))
-    if leaks:
-        pytest.fail(f"the tests left this on the machine:\n{report(leaks)}", pytrace=False)
+    before = [leak for leak in leaks if (leak.kind, leak.what) in found]
+    if before:
+        print(f"\nalready on the machine before the tests started (not left by them):\n{report(before)}")
+    left = [leak for leak in leaks if (leak.kind, leak.what) not in found]
+    if left:
+        pytest.fail(f"the tests left this on the machine:\n{report(left)}", pytrace=False)

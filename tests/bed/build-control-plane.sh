@@ -78,6 +78,7 @@ go_directive=$(awk '$1 == "go" {print $2; exit}' "$k8s_gomod")
   echo ")"
 } >tools.go
 t0=$SECONDS
+say "resolving the k8s module graph (downloads the modules on a fresh machine)"
 go mod tidy
 say "k8s module graph resolved in $((SECONDS - t0))s"
 
@@ -91,6 +92,7 @@ for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
 done
 for c in "${K8S_CMDS[@]}"; do
   t0=$SECONDS
+  say "building $c (minutes each on 2 cores; the go build prints nothing meanwhile)"
   # Upstream links everything statically except the kubelet (cgo when available).
   cgo=0; [[ $c == kubelet ]] && cgo=$(go env CGO_ENABLED)
   CGO_ENABLED=$cgo go build -p 2 -trimpath -tags "$TAGS" -ldflags "$ldflags" \
@@ -122,6 +124,7 @@ import (
 func main() { etcdmain.Main(os.Args) }
 EOF
 t0=$SECONDS
+say "building etcd $ETCD_VERSION"
 go mod tidy
 CGO_ENABLED=0 go build -p 2 -trimpath -ldflags "-s -w" -o "$BIN/.etcd.new" .
 mv -f "$BIN/.etcd.new" "$BIN/etcd"
