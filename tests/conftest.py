@@ -15,7 +15,7 @@ import tempfile
 
 import pytest
 
-from pykubelet.tools.leaks import Node, account, report
+from pykubelet.tools.leaks import Node, account, not_in, report
 from tests.helpers import run_to_completion
 
 # Tiers that only compute: nothing of theirs can be left on the machine.
@@ -64,20 +64,18 @@ def _this_node() -> Node:
 @pytest.fixture(scope="session", autouse=True)
 def machine_left_as_found(request):
     touched = _touched_the_machine(request.session.items)
-    found = {(leak.kind, leak.what) for leak in run_to_completion(account(_this_node(), expect_no_pods=True))} \
-        if touched else set()
+    found = run_to_completion(account(_this_node(), expect_no_pods=True)) if touched else []
     yield
     if not touched:
         return
     node = _this_node()
-    pods_left = [leak for leak in run_to_completion(account(node, expect_no_pods=True))
-                 if leak.kind in ("sandbox", "container") and (leak.kind, leak.what) not in found]
+    pods_left = [leak for leak in not_in(run_to_completion(account(node, expect_no_pods=True)), found)
+                 if leak.kind in ("sandbox", "container")]
     if not pods_left:
         _release_like_the_next_agent()
     leaks = run_to_completion(account(node, expect_no_pods=True))
-    before = [leak for leak in leaks if (leak.kind, leak.what) in found]
-    if before:
+    left = not_in(leaks, found)
+    if before := [leak for leak in leaks if leak not in left]:
         print(f"\nalready on the machine before the tests started (not left by them):\n{report(before)}")
-    left = [leak for leak in leaks if (leak.kind, leak.what) not in found]
     if left:
         pytest.fail(f"the tests left this on the machine:\n{report(left)}", pytrace=False)

@@ -95,6 +95,12 @@ async def account(node: Node, expect_no_pods: bool = False) -> list[Leak]:
     return leaks
 
 
+def not_in(leaks: list[Leak], earlier: list[Leak]) -> list[Leak]:
+    """The leaks that were not there before: what a run left, as opposed to what it found."""
+    seen = {(leak.kind, leak.what) for leak in earlier}
+    return [leak for leak in leaks if (leak.kind, leak.what) not in seen]
+
+
 def report(leaks: list[Leak]) -> str:
     if not leaks:
         return "no leaks: everything on the node belongs to a live pod"
