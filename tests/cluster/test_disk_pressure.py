@@ -7,8 +7,11 @@ mounted image), which the test fills and then empties.
 
 from __future__ import annotations
 
+import errno
+import os
 import pathlib
 import subprocess
+import time
 
 import pytest
 
@@ -30,11 +33,27 @@ def small_fs(tmp_path: pathlib.Path):
     subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
-def fill(fs: pathlib.Path) -> pathlib.Path:
-    """Write until the filesystem has no room left."""
-    filler = fs / "filler"
-    subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=1M"], capture_output=True)  # stops at ENOSPC
-    return filler
+def fill(fs: pathlib.Path) -> list[pathlib.Path]:
+    """Write until the filesystem has no room left, not even for a directory.
+
+    One dd is not enough: ext4 gives back the blocks it held for delayed allocation once the data
+    is on disk, and a new directory fits in one of them. So write again after each sync, until a
+    directory cannot be made."""
+    fillers: list[pathlib.Path] = []
+    deadline = time.monotonic() + 60
+    while True:
+        filler = fs / f"filler-{len(fillers)}"
+        subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=4k"], capture_output=True)  # stops at ENOSPC
+        fillers.append(filler)
+        os.sync()
+        try:
+            (fs / "probe").mkdir()
+        except OSError as e:
+            if e.errno == errno.ENOSPC:
+                return fillers
+            raise
+        (fs / "probe").rmdir()
+        assert time.monotonic() < deadline, f"{fs} still has room after {len(fillers)} fillers"
 
 
 async def test_a_full_disk_is_disk_pressure_and_everything_recovers_when_space_returns(cluster, cri, tmp_path,
@@ -51,7 +70,7 @@ async def test_a_full_disk_is_disk_pressure_and_everything_recovers_when_space_r
         write_manifest(manifests, "before", pod_manifest("before", "while true; do echo tick; sleep 0.2; done"))
         before = await agent.wait_pod(f"before-{NODE}", lambda p: phase(p) == "Running", 30, "Running")
 
-        filler = fill(small_fs)
+        fillers = fill(small_fs)
         pressure = await wait_for(lambda: (c := node_condition(node_object(), "DiskPressure")).get("status") == "True"
                                   and c, 30, "DiskPressure", describe=agent.describe)
         assert pressure["reason"] == "KubeletHasDiskPressure"
@@ -61,7 +80,8 @@ async def test_a_full_disk_is_disk_pressure_and_everything_recovers_when_space_r
                        "an error naming the full disk", describe=agent.describe)
         assert agent.proc.poll() is None, "the agent died on a full disk"
 
-        filler.unlink()
+        for filler in fillers:
+            filler.unlink()
         await wait_for(lambda: node_condition(node_object(), "DiskPressure").get("status") == "False", 30,
                        "DiskPressure gone once space returns", describe=agent.describe)
         await agent.wait_pod(f"during-{NODE}", lambda p: phase(p) == "Running", 60,
