@@ -37,6 +37,31 @@ class EnvVar:
 
 
 @dataclass(frozen=True)
+class VolumeMount:
+    """containers[].volumeMounts[]."""
+
+    name: str
+    mount_path: str
+    sub_path: str = ""
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class Volume:
+    """spec.volumes[]: its name, its type (emptyDir, hostPath, configMap...) and that type's source."""
+
+    name: str
+    kind: str
+    source: dict[str, Any] = field(default_factory=dict, compare=False)
+    """The `<kind>` object as written (emptyDir.medium, hostPath.path, configMap.items...)."""
+
+
+Handler = dict[str, Any]
+"""A lifecycle hook's handler as written: exactly one of exec, httpGet, sleep (tcpSocket is
+accepted and never run); validated by pod_parse."""
+
+
+@dataclass(frozen=True)
 class Container:
     name: str
     image: str
@@ -52,6 +77,11 @@ class Container:
     stdin: bool = False
     restart_policy: str = ""
     """Only on init containers: "Always" makes it a sidecar (started in order, kept running)."""
+    volume_mounts: tuple[VolumeMount, ...] = ()
+    post_start: Handler | None = field(default=None, compare=False)
+    """lifecycle.postStart: run right after the container started."""
+    pre_stop: Handler | None = field(default=None, compare=False)
+    """lifecycle.preStop: run before the container is stopped, inside its grace period."""
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -76,6 +106,9 @@ class Pod:
     deletion_timestamp: str = ""
     """Set once the apiserver asked for graceful deletion."""
     deletion_grace_period_seconds: int | None = None
+    volumes: tuple[Volume, ...] = ()
+    fs_group: int | None = None
+    """securityContext.fsGroup: owns the pod's volumes."""
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -182,4 +215,5 @@ def default_pull_policy(image: str) -> str:
 # Parsing lives in pod_parse.py; `from pykubelet.api.pod import parse_pod` keeps working.
 from pykubelet.api.pod_parse import parse_pod  # noqa: E402  (after the model it builds)
 
-__all__ = ["Container", "ContainerPort", "EnvVar", "Pod", "parse_pod", "unsupported_fields"]
+__all__ = ["Container", "ContainerPort", "EnvVar", "Handler", "Pod", "Volume", "VolumeMount", "parse_pod",
+           "unsupported_fields"]

@@ -14,7 +14,7 @@ from typing import Any
 from pykubelet.api.errors import FieldError, InvalidObject
 from pykubelet.api.field_reader import FieldReader as _Reader
 from pykubelet.api.pod import (DEFAULT_GRACE_SECONDS, PROTOCOLS, PULL_POLICIES, RESTART_POLICIES, Container,
-                               ContainerPort, EnvVar, Pod, default_pull_policy)
+                               ContainerPort, EnvVar, Pod, Volume, VolumeMount, default_pull_policy)
 from pykubelet.api.quantity import cpu_millis, quantity_bytes
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -78,6 +78,7 @@ def _parse_container(r: _Reader, raw: Any, path: str, host_network: bool = False
     if host_network:  # the API's defaulting: a host-network pod holds its container ports on the node
         ports = [dataclasses.replace(p, host_port=p.host_port or p.container_port) if p else p for p in ports]
     requests = _requests(r, obj, path)
+    lifecycle = obj.get("lifecycle") if isinstance(obj.get("lifecycle"), dict) else {}
     return Container(
         name=name,
         image=image,
@@ -92,8 +93,46 @@ def _parse_container(r: _Reader, raw: Any, path: str, host_network: bool = False
         tty=r.boolean(obj, "tty", path),
         stdin=r.boolean(obj, "stdin", path),
         restart_policy=r.choice(obj, "restartPolicy", path, ("Always",), "") if init else "",
+        volume_mounts=tuple(_parse_mounts(r, obj, path)),
+        post_start=_handler(lifecycle.get("postStart")),
+        pre_stop=_handler(lifecycle.get("preStop")),
         raw=obj,
     )
+
+
+def _handler(value: Any) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) and value else None  # its fields: _check_node_local
+
+
+def _parse_mounts(r: _Reader, container: dict[str, Any], path: str) -> list[VolumeMount]:
+    mounts = []
+    for i, item in enumerate(r.items(container.get("volumeMounts"), f"{path}.volumeMounts")):
+        where = f"{path}.volumeMounts[{i}]"
+        mount = r.mapping(item, where)
+        if mount:
+            mounts.append(VolumeMount(name=r.string(mount, "name", where), mount_path=r.string(mount, "mountPath", where),
+                                      sub_path=r.string(mount, "subPath", where),
+                                      read_only=r.boolean(mount, "readOnly", where)))
+    return mounts
+
+
+def _parse_volumes(r: _Reader, spec: dict[str, Any]) -> list[Volume]:
+    volumes = []
+    for i, item in enumerate(r.items(spec.get("volumes"), "spec.volumes")):
+        volume = r.mapping(item, f"spec.volumes[{i}]")
+        if volume:
+            kind = next((k for k in volume if k != "name"), "")
+            source = volume.get(kind)
+            volumes.append(Volume(name=r.string(volume, "name", f"spec.volumes[{i}]"), kind=kind,
+                                  source=source if isinstance(source, dict) else {}))
+    return volumes
+
+
+def _fs_group(r: _Reader, spec: dict[str, Any]) -> int | None:
+    ctx = spec.get("securityContext")
+    if not isinstance(ctx, dict) or ctx.get("fsGroup") is None:
+        return None
+    return r.integer(ctx, "fsGroup", "spec.securityContext", 0, 0, 2**31 - 1)
 
 
 ANNOTATIONS_LIMIT_BYTES = 256 * 1024  # the apiserver's limit on all of an object's annotations together
@@ -146,6 +185,8 @@ def parse_pod(raw: Any, where: str) -> Pod:
         annotations=r.string_map(meta, "annotations", "metadata"),
         deletion_timestamp=r.string(meta, "deletionTimestamp", "metadata"),
         deletion_grace_period_seconds=meta.get("deletionGracePeriodSeconds"),
+        volumes=tuple(_parse_volumes(r, spec)),
+        fs_group=_fs_group(r, spec),
         raw=raw,
     )
     if sum(len(k) + len(v) for k, v in pod.annotations.items()) > ANNOTATIONS_LIMIT_BYTES:

@@ -14,7 +14,6 @@ from typing import Awaitable, Callable
 from pykubelet.api.pod import Container, Pod
 from pykubelet.api.references import referenced_names
 from pykubelet.cri import errors
-from pykubelet.cri.client import CRIClient
 from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.kube.events import NORMAL, WARNING, EventRecorder, pod_ref
 from pykubelet.kube.objects import NotSynced, ObjectNotFound
@@ -22,6 +21,7 @@ from pykubelet.probes.hooks import run_hook
 from pykubelet.runtime import podfiles, security, specs
 from pykubelet.runtime.env import ContainerConfigError, EnvSources
 from pykubelet.runtime.images import IMAGE_PULL_BACKOFF, ImageError, ImageManager
+from pykubelet.runtime.service import Runtime
 from pykubelet.runtime.service_env import service_env, services_for_pod
 from pykubelet.runtime.state import EXITED, ContainerState
 from pykubelet.util.backoff import Backoff
@@ -36,7 +36,6 @@ CRASH_LOOP_BACK_OFF = "CrashLoopBackOff"
 CREATE_CONTAINER_ERROR = "CreateContainerError"
 CREATE_CONTAINER_CONFIG_ERROR = "CreateContainerConfigError"
 RUN_CONTAINER_ERROR = "RunContainerError"
-CONTAINER_CREATING = "ContainerCreating"
 POST_START_HOOK_ERROR = "PostStartHookError"
 
 
@@ -52,6 +51,7 @@ class SyncResult:
     def retry_after(self, seconds: float) -> None:
         self.retry_in = seconds if self.retry_in is None else min(self.retry_in, seconds)
 
+
 def _pod_desc(pod: Pod) -> str:
     """How the kubelet names a pod in messages: name_namespace(uid)."""
     return f"{pod.name}_{pod.namespace}({pod.uid})"
@@ -62,12 +62,11 @@ def _restart_key(pod: Pod, container: Container) -> str:
     return f"{pod.uid}_{container.name}_{specs.container_hash(container)}"
 
 
-
 StopContainer = Callable[..., Awaitable[None]]
 
 
 class ContainerStarter:
-    def __init__(self, cri: CRIClient, images: ImageManager, restart_backoff: Backoff, recorder: EventRecorder,
+    def __init__(self, cri: Runtime, images: ImageManager, restart_backoff: Backoff, recorder: EventRecorder,
                  node: specs.NodeFacts, api: api_volumes.ApiClients | None, stop_container: StopContainer):
         self.cri = cri
         self.images = images
@@ -101,10 +100,12 @@ class ContainerStarter:
         sources.services = service_env(services_for_pod(self.api.services.services(), pod.namespace, links))
         return sources
 
+    async def start(self, pod: Pod, container: Container, latest: ContainerState | None, sandbox_id: str,
+                    sandbox_config: api.PodSandboxConfig, pod_ip: str, result: SyncResult) -> bool:
+        """Start (again) one container in the pod's sandbox; True if the runtime was touched.
 
-    async def start(self, pod: Pod, container: Container, latest: ContainerState | None,
-                               sandbox_id: str, sandbox_config: api.PodSandboxConfig, pod_ip: str,
-                               result: SyncResult) -> bool:
+        `pod_ip` is the pod's IP by the one rule (runtime.state.pod_ip): env, /etc/hosts, postStart.
+        """
         name = container.name
         if latest is not None and latest.state == EXITED:
             key = _restart_key(pod, container)
@@ -184,26 +185,24 @@ class ContainerStarter:
         self._event(pod, name, NORMAL, "Started", f"Started container {name}")
         log.info("Started container", pod=pod.full_name, container=name, id=container_id[:13],
                  restartCount=restart_count)
-        post_start = (container.raw.get("lifecycle") or {}).get("postStart")
-        if post_start:
-            hook_ip = self.node.host_ip if pod.host_network else pod_ip
+        if container.post_start:
             # The kubelet gives postStart no deadline; ours is the slow-call timeout.
-            message = await run_hook(self.cri, post_start, container.raw, container_id, hook_ip, _pod_desc(pod),
-                                     self.cri.slow_timeout)
+            message = await run_hook(self.cri, container.post_start, container.raw, container_id, pod_ip,
+                                     _pod_desc(pod), self.cri.slow_timeout)
             if message:
                 log.error("Failed to execute PostStartHook", pod=pod.full_name, container=name,
                           id=container_id[:13], err=message)
                 # Not the message itself in the event: it may carry secrets (the kubelet's reasoning).
                 self._event(pod, name, WARNING, "FailedPostStartHook", "PostStartHook failed")
                 await self.stop_container(pod, name, container_id, "FailedPostStartHook",
-                                           pod.termination_grace_period_seconds, hook_ip, "FailedPostStartHook")
+                                          pod.termination_grace_period_seconds, pod_ip, "FailedPostStartHook")
                 result.waiting[name] = (POST_START_HOOK_ERROR, message)
         return True
+
     def _pod_file_mounts(self, pod: Pod, container: Container, pod_ip: str) -> list[api.Mount]:
         """The managed /etc/hosts and this instance's termination-message file."""
         try:
-            hosts = podfiles.hosts_mount(self.node.root_dir, pod, container,
-                                         self.node.host_ip if pod.host_network else pod_ip, self.node.dns.domain)
+            hosts = podfiles.hosts_mount(self.node.root_dir, pod, container, pod_ip, self.node.dns.domain)
             message = podfiles.termination_message_mount(self.node.root_dir, pod, container)
         except OSError as e:
             raise ContainerConfigError(f"cannot write the pod's files under {self.node.root_dir}: {e}") from e

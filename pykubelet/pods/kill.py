@@ -13,10 +13,10 @@ import os
 import shutil
 
 from pykubelet.api.pod import Pod
-from pykubelet.cri.client import CRIClient
 from pykubelet.kube.events import NORMAL, WARNING, EventRecorder, pod_ref
 from pykubelet.probes.hooks import run_hook
-from pykubelet.runtime import cgroups, gc, specs
+from pykubelet.runtime import cgroups, gc, paths, specs
+from pykubelet.runtime.service import Runtime
 from pykubelet.runtime.state import ContainerState, PodRuntimeState
 from pykubelet.util.backoff import Backoff
 from pykubelet.volumes import api as api_volumes
@@ -41,9 +41,8 @@ def _recorded_hook(annotation: str) -> dict | None:
     return hook if isinstance(hook, dict) else None
 
 
-
 class PodKiller:
-    def __init__(self, cri: CRIClient, recorder: EventRecorder, node: specs.NodeFacts,
+    def __init__(self, cri: Runtime, recorder: EventRecorder, node: specs.NodeFacts,
                  api_volumes: api_volumes.ApiVolumes, backoffs: tuple[Backoff, ...]):
         self.cri = cri
         self.recorder = recorder
@@ -55,11 +54,8 @@ class PodKiller:
         self.recorder.record(pod_ref(pod.namespace, pod.name, pod.uid, container), kind, reason, message)
 
     def pod_ip(self, pod: Pod | None, state: PodRuntimeState) -> str:
-        """The address hooks reach the pod at: the node's for host-network pods."""
-        if pod is not None and pod.host_network:
-            return self.node.host_ip
-        return next((s.ip for s in state.sandboxes if s.ready), "")
-
+        """The address preStop hooks reach the pod at (an orphan's: its sandbox's)."""
+        return state.pod_ip(pod is not None and pod.host_network, self.node.host_ip)
 
     async def stop_container(self, pod: Pod | None, name: str, container_id: str, why: str, grace: int,
                               pod_ip: str = "", message: str = "", recorded: ContainerState | None = None,
@@ -73,8 +69,9 @@ class PodKiller:
                  reason=why, gracePeriod=grace)
         if pod is not None:
             self._event(pod, name, NORMAL, "Killing", message or f"Stopping container {name}")
-            spec = next((c.raw for c in (*pod.init_containers, *pod.containers) if c.name == name), None)
-            pre_stop, pod_desc = (spec.get("lifecycle") or {}).get("preStop") if spec else None, _pod_desc(pod)
+            container = next((c for c in (*pod.init_containers, *pod.containers) if c.name == name), None)
+            spec = container.raw if container is not None else {"name": name}
+            pre_stop, pod_desc = container.pre_stop if container is not None else None, _pod_desc(pod)
         else:
             spec = {"name": name}
             pre_stop = _recorded_hook(recorded.pre_stop) if recorded is not None else None
@@ -111,14 +108,16 @@ class PodKiller:
                                for c in state.running()))
         await self.stop_sandboxes(state, only_ready=False)
 
-    async def prune(self, state: PodRuntimeState) -> None:
-        """Remove dead containers and sandboxes the GC policy does not keep, with their logs."""
+    async def prune(self, state: PodRuntimeState) -> bool:
+        """Remove dead containers and sandboxes the GC policy does not keep, with their logs;
+        True if anything was removed."""
         containers, sandboxes = gc.dead_to_remove(state)
         for c in state.containers:
             if c.id in containers:
                 await self._remove_container(c)
         for sandbox_id in sandboxes:
             await self.cri.remove_pod_sandbox(sandbox_id)
+        return bool(containers or sandboxes)
 
     async def _remove_container(self, c: ContainerState) -> None:
         await self.cri.remove_container(c.id)
@@ -128,19 +127,21 @@ class PodKiller:
             except FileNotFoundError:
                 pass
 
-    async def terminate(self, pod_name: str, uid: str, state: PodRuntimeState, grace: int,
-                        log_directory: str | None, pod: Pod | None = None) -> None:
-        """Stop and remove everything of a pod that is gone, then its log directory."""
+    async def terminate(self, pod: Pod | None, state: PodRuntimeState, grace: int) -> None:
+        """Stop and remove everything of a pod that is gone (`pod` None: an orphan the runtime
+        held), then its log directory, volumes and cgroups."""
+        uid = state.uid
+        namespace, name = (state.namespace, state.name) if state.name or pod is None else (pod.namespace, pod.name)
         await self.kill_pod(pod, state, grace)
         for c in state.containers:
             await self._remove_container(c)
         for s in state.sandboxes:
             await self.cri.remove_pod_sandbox(s.id)
-        if log_directory:
-            shutil.rmtree(log_directory, ignore_errors=True)
+        if name:
+            shutil.rmtree(paths.pod_log_dir(self.node.pod_logs_dir, namespace, name, uid), ignore_errors=True)
         self.api_volumes.forget(uid)
         await asyncio.to_thread(local_volumes.teardown_volumes, self.node.root_dir, uid)
-        await asyncio.to_thread(cgroups.remove_pod_cgroups, uid)
+        await asyncio.to_thread(cgroups.remove_pod_cgroups, uid, self.node.cgroup_root)
         for backoff in self.backoffs:
             backoff.forget(uid)
-        log.info("Pod terminated and cleaned up", pod=pod_name, uid=uid)
+        log.info("Pod terminated and cleaned up", pod=f"{namespace}/{name}", uid=uid)
