@@ -5,7 +5,9 @@ state at least as new as that change (`newer_than`), which makes the PLEG relist
 at its next tick; several workers asking at once share one relist. So the runtime is listed by
 one loop only, and a sync that changed nothing costs no CRI call at all.
 
-Times here are the event loop's clock (monotonic): they only order listings against changes.
+Listings and changes are ordered by a counter, not a clock: a worker that changed the runtime
+marks it (`mark`), and a listing covers every change marked before it began. (Two readings of a
+clock can be equal; a counter cannot.)
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from pykubelet.runtime.state import PodRuntimeState
 class RuntimeCache:
     def __init__(self) -> None:
         self._states: dict[str, PodRuntimeState] = {}
-        self.listed_at: float | None = None
-        """When the listing behind the states began (loop time); None before the first one."""
-        self._failure: tuple[float, errors.CRIError] | None = None
+        self.generation = 0
+        """How many changes were marked so far."""
+        self.listed: int | None = None
+        """The generation when the listing behind the states began; None before the first one."""
+        self._failure: tuple[int, errors.CRIError] | None = None
         self._updated = asyncio.Event()
         self.wanted = asyncio.Event()
         """Set when someone waits for a newer state: the PLEG relists at once."""
@@ -34,13 +38,18 @@ class RuntimeCache:
         """The pod's last listed state (empty when the runtime holds nothing of it)."""
         return self._states.get(uid) or PodRuntimeState(uid=uid)
 
-    async def newer_than(self, uid: str, after: float) -> PodRuntimeState:
-        """The pod's state from a listing that began at `after` or later (loop time).
+    def mark(self) -> int:
+        """Someone changed the runtime (or terminated a pod): a token for `newer_than`."""
+        self.generation += 1
+        return self.generation
+
+    async def newer_than(self, uid: str, after: int) -> PodRuntimeState:
+        """The pod's state from a listing that began after the change marked `after` (0: any listing).
 
         Raises the CRIError of a relist that began that late and failed, so the caller retries
         with its back-off instead of waiting for a runtime that does not answer.
         """
-        while self.listed_at is None or self.listed_at < after:
+        while self.listed is None or self.listed < after:
             if self._failure is not None and self._failure[0] >= after:
                 raise self._failure[1]
             updated = self._updated
@@ -48,14 +57,15 @@ class RuntimeCache:
             await updated.wait()
         return self.get(uid)
 
-    def update(self, states: dict[str, PodRuntimeState], listed_at: float) -> None:
+    def update(self, states: dict[str, PodRuntimeState], listed: int) -> None:
+        """`listed`: the generation when the listing began."""
         self._states = states
-        self.listed_at = listed_at
+        self.listed = listed
         self._failure = None
         self._notify()
 
-    def fail(self, error: errors.CRIError, listed_at: float) -> None:
-        self._failure = (listed_at, error)
+    def fail(self, error: errors.CRIError, listed: int) -> None:
+        self._failure = (listed, error)
         self._notify()
 
     def _notify(self) -> None:

@@ -50,8 +50,7 @@ class RelistPLEG:
         return self.last_relist > 0 and self.clock() - self.last_relist < max_age
 
     async def relist(self) -> None:
-        loop = asyncio.get_running_loop()
-        began, wall_began = loop.time(), self.clock()
+        began, wall_began = self.cache.generation, self.clock()
         try:
             sandboxes, containers = await asyncio.gather(self.runtime.list_pod_sandbox(),
                                                          self.runtime.list_containers())

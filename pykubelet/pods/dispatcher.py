@@ -6,7 +6,6 @@ It only hands work out; it never calls the runtime itself (the kubelet's syncLoo
 
 from __future__ import annotations
 
-import asyncio
 from typing import Iterable
 
 from pykubelet.api.pod import Pod, unsupported_fields
@@ -34,7 +33,7 @@ class PodDispatcher:
         self.rejected: set[str] = set()  # UIDs refused at admission; the kubelet never retries them
         self._by_source: dict[str, dict[str, Pod]] = {}
         self._stopping = False
-        self._terminated_at: dict[str, float] = {}  # uid -> when its worker finished terminating (loop time)
+        self._terminated_at: dict[str, int] = {}  # uid -> the runtime cache's mark when its worker finished
 
     def _start_worker(self, uid: str, pod: Pod | None) -> PodWorker:
         worker = PodWorker(uid, pod, self.deps, self._worker_done)
@@ -102,14 +101,15 @@ class PodDispatcher:
         self.deps.recorder.record(pod_ref(pod.namespace, pod.name, pod.uid), "Warning", rejection.reason, message)
         return False
 
-    def housekeeping(self, runtime_uids: Iterable[str], listed_at: float) -> None:
+    def housekeeping(self, runtime_uids: Iterable[str], listed: int) -> None:
         """Terminate pods the runtime holds that no source wants; restart missing workers.
 
         Call only once every source has delivered its first set, or a restarted agent would
-        kill pods it simply has not read yet. `listed_at` is when runtime_uids was listed (loop
-        time): pods terminated after that are not orphans, only not yet gone from that listing.
+        kill pods it simply has not read yet. `listed` is the runtime cache's generation when
+        runtime_uids was listed: pods terminated after that are not orphans, only not yet gone
+        from that listing.
         """
-        self._terminated_at = {u: t for u, t in self._terminated_at.items() if t >= listed_at}
+        self._terminated_at = {u: t for u, t in self._terminated_at.items() if t > listed}
         for uid in runtime_uids:
             if uid not in self.desired and uid not in self.workers and uid not in self._terminated_at:
                 log.info("Found pod in the runtime that no source wants; terminating", uid=uid)
@@ -124,7 +124,7 @@ class PodDispatcher:
         worker = self.workers.pop(uid, None)
         if self._stopping or worker is None or not worker.terminating:
             return  # stopping, or a crashed worker: housekeeping starts a new one
-        self._terminated_at[uid] = asyncio.get_running_loop().time()
+        self._terminated_at[uid] = self.deps.cache.mark()
         pod = self.desired.get(uid)
         if pod is None:
             return

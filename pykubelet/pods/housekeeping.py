@@ -26,8 +26,8 @@ async def housekeeping(dispatcher: PodDispatcher, cache: RuntimeCache, relisted:
         await event.wait()
     while True:
         await relisted.wait()
-        runtime_uids, listed_at = cache.uids(), cache.listed_at or 0.0
-        dispatcher.housekeeping(runtime_uids, listed_at)
+        runtime_uids = cache.uids()
+        dispatcher.housekeeping(runtime_uids, cache.listed or 0)
         known = set(dispatcher.desired) | set(dispatcher.workers) | runtime_uids
         for uid in await asyncio.to_thread(local_volumes.remove_orphaned_pod_dirs, root_dir, known):
             log.info("Removed the directory of an orphaned pod", uid=uid)

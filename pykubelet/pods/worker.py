@@ -63,7 +63,7 @@ class PodWorker:
         self.start_time = 0.0  # status.startTime unless a previous status says otherwise (first sync)
         self.syncs = 0
         self._waiting: dict[str, tuple[str, str]] = {}  # waiting reasons from the last sync
-        self._fresh_after = 0.0  # loop time of this worker's last runtime change
+        self._fresh_after = 0  # the runtime cache's mark of this worker's last change
         self._wake = asyncio.Event()
         self._wake.set()
         self.task: asyncio.Task[None] | None = None
@@ -121,7 +121,7 @@ class PodWorker:
         return await self.deps.cache.newer_than(self.uid, self._fresh_after)
 
     def _changed_runtime(self) -> None:
-        self._fresh_after = asyncio.get_running_loop().time()
+        self._fresh_after = self.deps.cache.mark()
 
     def _status(self, pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, str]]) -> dict:
         deps = self.deps
