@@ -1,5 +1,5 @@
 """Wiring and lifecycle, in four phases: build the parts, start their loops, wait until one dies
-(or the agent is cancelled), stop.
+(or the agent is cancelled), stop (Agent.run).
 
 Build order follows who needs whom: the wake-up path and the runtime cache exist before
 everything that wakes pods, and each part gets what it needs when it is made (no callbacks
@@ -13,7 +13,7 @@ import asyncio
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 import tenacity
 
@@ -68,13 +68,25 @@ async def wait_for_runtime(cri: CRIClient) -> str:
 
 @dataclass
 class Parts:
-    """What `build` made; `stop` closes what is set."""
+    """What phase build made, for phases start and stop."""
 
     cri: CRIClient
     kube: Any = None  # KubeClient, imported only when joining a cluster
-    api_clients: Any = None  # volumes.api.ApiClients
+    node_ip: str = ""
+    wakeups: Wakeups = field(default_factory=Wakeups)
+    cache: RuntimeCache = field(default_factory=RuntimeCache)
+    recorder: EventRecorder | None = None
+    pleg: RelistPLEG | None = None
+    network: NetworkManager | None = None
+    node: Any = None  # node.manager.NodeManager, when the agent registers its Node
+    mirrors: Any = None  # pods.mirror.MirrorPods, likewise
+    statuses: StatusManager | None = None
+    api_clients: Any = None  # volumes.api.ApiClients, when joining a cluster
     dispatcher: PodDispatcher | None = None
-    closers: list[Any] = field(default_factory=list)  # awaitables' factories, run in reverse
+    static_source: StaticPodSource | None = None
+    api_source: Any = None  # sources.apiserver.ApiserverPodSource, when joining a cluster
+    health: dict[str, Callable[[], bool]] = field(default_factory=dict)
+    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)  # run in reverse
 
 
 class Agent:
@@ -87,98 +99,123 @@ class Agent:
         s = self.settings
         parts = Parts(CRIClient(s.runtime.endpoint, s.runtime.image_endpoint, slow_timeout=s.runtime.request_timeout))
         try:
-            await self._build_and_start(parts)
+            await self._build(parts)
+            await self._start(parts)
             self.ready.set()
-            raise await self.tasks.first_death()
+            raise await self.tasks.first_death()  # phase wait
         finally:
             await self._stop(parts)
 
-    async def _build_and_start(self, parts: Parts) -> None:
-        """Build every part in dependency order and start its loops (phases build and start)."""
-        s, tasks, cri = self.settings, self.tasks, parts.cri
+    async def _build(self, p: Parts) -> None:
+        """Phase build: connect, then make every part in dependency order; nothing runs yet."""
+        s = self.settings
         if s.cluster.kubeconfig:
             from pykubelet.kube.client import KubeClient  # costs ~40 MB: only when joining a cluster
 
-            parts.kube = await KubeClient.from_kubeconfig(s.cluster.kubeconfig, s.cluster.api_qps, s.cluster.api_burst,
-                                                          user_agent=f"pykubelet/{KUBELET_VERSION}")
-        kube = parts.kube
-        runtime = await wait_for_runtime(cri)
+            p.kube = await KubeClient.from_kubeconfig(s.cluster.kubeconfig, s.cluster.api_qps, s.cluster.api_burst,
+                                                      user_agent=f"pykubelet/{KUBELET_VERSION}")
+        runtime = await wait_for_runtime(p.cri)
         log.info("Connected to the container runtime", endpoint=s.runtime.endpoint, runtime=runtime,
-                 node=s.node_name, apiserver=kube.host if kube else "none (standalone)")
-        node_ip = s.cluster.node_ip or await default_route_ip()
+                 node=s.node_name, apiserver=p.kube.host if p.kube else "none (standalone)")
+        p.node_ip = s.cluster.node_ip or await default_route_ip()
         host_info = read_host_info(s.root_dir)
         allocatable = Allocatable(pods=s.pods.max_pods, cpu_millis=host_info.cpus * 1000,
                                   memory_bytes=allocatable_memory_bytes(host_info, s.cluster.eviction_hard))
-        # --- the wake-up path and the runtime cache come first: everything below wakes pods
-        wakeups, cache = Wakeups(), RuntimeCache()
-        recorder = EventRecorder(kube, s.node_name)
-        pleg = RelistPLEG(cri, cache, wakeups.wake, time.time)
-        network = NetworkManager(s.network, cri, s.root_dir, s.node_name, kube)
-        health = {"pleg": pleg.healthy, "syncloop": tasks.alive}
-        node = mirrors = None
-        if kube is not None and s.cluster.register_node:
-            node = self._node_manager(kube, cri, recorder, host_info, node_ip, pleg, network)
+        # The wake-up path and the runtime cache (made with Parts) come first: everything below wakes pods.
+        p.recorder = EventRecorder(p.kube, s.node_name)
+        p.pleg = RelistPLEG(p.cri, p.cache, p.wakeups.wake, time.time)
+        p.network = NetworkManager(s.network, p.cri, s.root_dir, s.node_name, p.kube)
+        p.health = {"pleg": p.pleg.healthy, "syncloop": self.tasks.alive}
+        if p.kube is not None and s.cluster.register_node:
             from pykubelet.pods.mirror import MirrorPods
-            mirrors = MirrorPods(kube, s.node_name, lambda: node.node_uid, wakeups.wake)
-        statuses = StatusManager(kube, mirrors)
-        if kube is not None:
+
+            node = p.node = self._node_manager(p, host_info)
+            p.mirrors = MirrorPods(p.kube, s.node_name, lambda: node.node_uid, p.wakeups.wake)
+        p.statuses = StatusManager(p.kube, p.mirrors)
+        if p.kube is not None:
             from pykubelet.kube.objects import ObjectCache, ServiceCache
             from pykubelet.kube.tokens import TokenManager
             from pykubelet.volumes.api import ApiClients
 
             # A changed ConfigMap or Secret wakes the pods that read it.
-            parts.api_clients = ApiClients(ObjectCache(kube, wakeups.wake), TokenManager(kube), ServiceCache(kube))
-            tasks.loop("service-watch", parts.api_clients.services.run())
+            p.api_clients = ApiClients(ObjectCache(p.kube, p.wakeups.wake), TokenManager(p.kube), ServiceCache(p.kube))
         node_facts = NodeFacts(
-            node_name=s.node_name, host_ip=node_ip, memory_capacity=host_info.memory_bytes,
+            node_name=s.node_name, host_ip=p.node_ip, memory_capacity=host_info.memory_bytes,
             allocatable={"cpu": float(host_info.cpus), "memory": float(allocatable.memory_bytes)},
             dns=ClusterDNS(tuple(s.cluster.cluster_dns), s.cluster.cluster_domain, s.cluster.resolv_conf),
             root_dir=s.root_dir, seccomp_root=os.path.join(s.root_dir, "seccomp"), pod_logs_dir=s.pods.pod_logs_dir)
-        syncer = PodSyncer(cri, ImageManager(cri, Backoff()), Backoff(), recorder, node_facts, parts.api_clients)
-        deps = WorkerDeps(cache=cache, syncer=syncer, statuses=statuses, recorder=recorder,
-                          probes=ProbeManager(cri, recorder, wakeups.wake), wakeups=wakeups, host_ip=node_ip,
-                          resync_seconds=s.pods.sync_frequency, mirrors=mirrors)
-        dispatcher = parts.dispatcher = PodDispatcher(deps, s.node_name, allocatable,
-                                                      SysctlAllowlist.build(s.pods.allowed_unsafe_sysctls))
-        # --- the kubelet API on :10250 (server/kubelet_api.py), listening before the Node registers
-        if s.server.port:
-            await self._serve_kubelet_api(parts, statuses, [node_ip], health)
-        # --- the pod sources, last: they hand pods to the dispatcher
-        sources_ready: list[asyncio.Event] = []
+        syncer = PodSyncer(p.cri, ImageManager(p.cri, Backoff()), Backoff(), p.recorder, node_facts, p.api_clients)
+        deps = WorkerDeps(cache=p.cache, syncer=syncer, statuses=p.statuses, recorder=p.recorder,
+                          probes=ProbeManager(p.cri, p.recorder, p.wakeups.wake), wakeups=p.wakeups,
+                          host_ip=p.node_ip, resync_seconds=s.pods.sync_frequency, mirrors=p.mirrors)
+        dispatcher = p.dispatcher = PodDispatcher(deps, s.node_name, allocatable,
+                                                  SysctlAllowlist.build(s.pods.allowed_unsafe_sysctls))
+        # The pod sources, last: they hand their pods to the dispatcher.
         if s.pods.static_pod_path:
-            source = StaticPodSource(s.pods.static_pod_path, s.node_name, s.pods.file_check_frequency,
-                                     lambda pods: dispatcher.set_pods(pods, "file"))
-            sources_ready.append(source.ready)
-            tasks.loop("static-pod-source", source.run())
-        tasks.loop("network", network.run())
-        if kube is not None:
-            sources_ready.append(self._start_cluster_parts(kube, recorder, statuses, dispatcher, node, mirrors,
-                                                           network, wakeups))
-        tasks.loop("pleg", pleg.run())
-        tasks.loop("housekeeping", housekeeping(dispatcher, cache, pleg.relisted, sources_ready, s.root_dir))
-        if s.server.healthz_port:
-            runner = await local.serve(local.build_app(statuses, health), s.server.healthz_bind_address,
-                                       s.server.healthz_port)
-            parts.closers.append(runner.cleanup)
+            p.static_source = StaticPodSource(s.pods.static_pod_path, s.node_name, s.pods.file_check_frequency,
+                                              lambda pods: dispatcher.set_pods(pods, "file"))
+        if p.kube is not None:
+            from pykubelet.sources.apiserver import ApiserverPodSource
 
-    async def _serve_kubelet_api(self, parts: Parts, statuses: StatusManager, node_ips: list[str],
-                                 health: dict) -> None:
+            mirrors = p.mirrors
+
+            def on_api_pods(pods) -> None:
+                if mirrors is not None:
+                    mirrors.update(pod for pod in pods if pod.is_mirror)
+                dispatcher.set_pods((pod for pod in pods if not pod.is_mirror), "api")
+
+            p.api_source = ApiserverPodSource(p.kube, s.node_name, on_api_pods)
+
+    async def _start(self, p: Parts) -> None:
+        """Phase start: the kubelet API listens (before the Node registers), then every loop runs."""
+        s, tasks = self.settings, self.tasks
+        assert p.pleg and p.network and p.statuses and p.recorder and p.dispatcher
+        if s.server.port:
+            await self._serve_kubelet_api(p)
+        sources_ready: list[asyncio.Event] = []
+        if p.static_source is not None:
+            sources_ready.append(p.static_source.ready)
+            tasks.loop("static-pod-source", p.static_source.run())
+        tasks.loop("network", p.network.run())
+        if p.api_clients is not None:
+            tasks.loop("service-watch", p.api_clients.services.run())
+        if p.node is not None:
+            tasks.loop("node-status", p.node.run())
+            # Ready may turn True now, not at the next status period.
+            tasks.once("network-ready-report", after(p.network.ready, p.node.nudge))
+            # Mirror pods need the Node's UID as their owner: sync the static pods again.
+            tasks.once("mirror-pods", after(p.node.registered, p.wakeups.wake_all))
+        if p.api_source is not None:
+            sources_ready.append(p.api_source.ready)
+            tasks.loop("apiserver-pod-source", p.api_source.run())
+            tasks.loop("status-manager", p.statuses.run())
+            tasks.loop("events", p.recorder.run())
+        tasks.loop("pleg", p.pleg.run())
+        tasks.loop("housekeeping", housekeeping(p.dispatcher, p.cache, p.pleg.relisted, sources_ready, s.root_dir))
+        if s.server.healthz_port:
+            runner = await local.serve(local.build_app(p.statuses, p.health), s.server.healthz_bind_address,
+                                       s.server.healthz_port)
+            p.closers.append(runner.cleanup)
+
+    async def _serve_kubelet_api(self, p: Parts) -> None:
         from pykubelet.server import kubelet_api
         from pykubelet.server.host import Host
 
-        kube = parts.kube
+        assert p.statuses is not None
+        kube = p.kube
         review = (lambda path, body: kube.create(path, body)) if kube is not None else None
         try:
-            server = await kubelet_api.start(Host(self.settings, parts.cri, node_ips, statuses.pods, health, review))
+            server = await kubelet_api.start(Host(self.settings, p.cri, [p.node_ip], p.statuses.pods, p.health,
+                                                  review))
         except (kubelet_api.BindError, kubelet_api.tls.TLSError) as e:
             raise LoopDied(str(e)) from None
-        parts.closers.append(server.close)
+        p.closers.append(server.close)
 
-    def _node_manager(self, kube, cri: CRIClient, recorder: EventRecorder, host_info: HostInfo, node_ip: str,
-                      pleg: RelistPLEG, network: NetworkManager):
+    def _node_manager(self, p: Parts, host_info: HostInfo):
         from pykubelet.node.manager import NodeManager
 
-        s = self.settings
+        s, pleg, network = self.settings, p.pleg, p.network
+        assert pleg is not None and network is not None and p.recorder is not None
 
         def agent_errors() -> list[str]:
             errs = [f"network plugin is not ready: {network.problem}"] if network.problem else []
@@ -188,7 +225,7 @@ class Agent:
             return [f"PLEG is not healthy: pleg was last seen active {format_duration(seen)} ago; "
                     f"threshold is {format_duration(HEALTHY_WITHIN_SECONDS)}", *errs]
 
-        return NodeManager(kube, cri, recorder, node_name=s.node_name, host_info=host_info, node_ip=node_ip,
+        return NodeManager(p.kube, p.cri, p.recorder, node_name=s.node_name, host_info=host_info, node_ip=p.node_ip,
                            labels=s.cluster.node_labels, max_pods=s.pods.max_pods,
                            thresholds=s.cluster.eviction_hard, root_dir=s.root_dir, imagefs_dir=IMAGEFS_DIR,
                            kubelet_version=KUBELET_VERSION, update_seconds=s.cluster.status_update_seconds,
@@ -196,38 +233,15 @@ class Agent:
                            lease_seconds=s.cluster.lease_duration_seconds, agent_errors=agent_errors,
                            kubelet_port=s.server.port)
 
-    def _start_cluster_parts(self, kube, recorder: EventRecorder, statuses: StatusManager,
-                             dispatcher: PodDispatcher, node, mirrors, network: NetworkManager,
-                             wakeups: Wakeups) -> asyncio.Event:
-        """Start the node manager, events, status writes and the apiserver pod source."""
-        from pykubelet.sources.apiserver import ApiserverPodSource
-
-        def on_api_pods(pods) -> None:
-            if mirrors is not None:
-                mirrors.update(p for p in pods if p.is_mirror)
-            dispatcher.set_pods((p for p in pods if not p.is_mirror), "api")
-
-        source = ApiserverPodSource(kube, self.settings.node_name, on_api_pods)
-        if node is not None:
-            self.tasks.loop("node-status", node.run())
-            # Ready may turn True now, not at the next status period.
-            self.tasks.once("network-ready-report", after(network.ready, node.nudge))
-            # Mirror pods need the Node's UID as their owner: sync the static pods again.
-            self.tasks.once("mirror-pods", after(node.registered, wakeups.wake_all))
-        self.tasks.loop("apiserver-pod-source", source.run())
-        self.tasks.loop("status-manager", statuses.run())
-        self.tasks.loop("events", recorder.run())
-        return source.ready
-
-    async def _stop(self, parts: Parts) -> None:
+    async def _stop(self, p: Parts) -> None:
         """Phase stop: the loops, the workers (never their pods), then every connection."""
         await self.tasks.stop()
-        if parts.dispatcher is not None:
-            await parts.dispatcher.stop()
-        if parts.api_clients is not None:
-            await parts.api_clients.objects.close()
-        for close in reversed(parts.closers):
+        if p.dispatcher is not None:
+            await p.dispatcher.stop()
+        if p.api_clients is not None:
+            await p.api_clients.objects.close()
+        for close in reversed(p.closers):
             await close()
-        if parts.kube is not None:
-            await parts.kube.close()
-        await parts.cri.close()
+        if p.kube is not None:
+            await p.kube.close()
+        await p.cri.close()
