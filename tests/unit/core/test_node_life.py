@@ -191,3 +191,33 @@ async def test_a_runtime_that_stops_answering_costs_syncs_not_pods(tmp_path):
         assert "uid-web" in node.dispatcher.workers
     finally:
         await node.stop()
+
+
+async def test_a_failing_post_start_hook_kills_the_container_which_is_then_restarted(tmp_path):
+    runtime = FakeRuntime(clock)
+    runtime.exec_results["setup"] = (1, b"no config")
+    node = Core(runtime, tmp_path).start()
+    try:
+        spec = pod(containers=[{"name": "app", "image": "busybox:1.36",
+                                "lifecycle": {"postStart": {"exec": {"command": ["setup"]}}}}])
+        node.dispatcher.set_pods([spec])
+        await until(lambda: runtime.stops, what="the container killed")
+        assert runtime.calls.index("ExecSync") < runtime.calls.index("StopContainer")
+        runtime.exec_results["setup"] = (0, b"")
+        await until(lambda: node.container().get("ready"), what="a restart whose hook works")
+        assert node.container()["restartCount"] == len(runtime.started("app")) - 1 >= 1
+    finally:
+        await node.stop()
+
+
+async def test_a_container_that_cannot_start_waits_with_run_container_error(tmp_path):
+    runtime = FakeRuntime(clock)
+    runtime.fail("StartContainer", times=2, details="exec: no such file")
+    node = Core(runtime, tmp_path).start()
+    try:
+        node.dispatcher.set_pods([pod()])
+        await until(lambda: waiting_reason(node) == "RunContainerError", what="RunContainerError")
+        assert "exec: no such file" in node.container()["state"]["waiting"]["message"]
+        await until(lambda: node.status().get("phase") == "Running", timeout=200, what="a start that works")
+    finally:
+        await node.stop()
