@@ -214,10 +214,17 @@ async def test_a_container_that_cannot_start_waits_with_run_container_error(tmp_
     runtime = FakeRuntime(clock)
     runtime.fail("StartContainer", times=2, details="exec: no such file")
     node = Core(runtime, tmp_path).start()
+    seen = []
+    set_status = node.statuses.set
+
+    def record(pod_, status):
+        seen.append(status["containerStatuses"][0]["state"].get("waiting", {}))
+        set_status(pod_, status)
+
+    node.statuses.set = record
     try:
         node.dispatcher.set_pods([pod()])
-        await until(lambda: waiting_reason(node) == "RunContainerError", what="RunContainerError")
-        assert "exec: no such file" in node.container()["state"]["waiting"]["message"]
         await until(lambda: node.status().get("phase") == "Running", timeout=200, what="a start that works")
+        assert {"reason": "RunContainerError", "message": "exec: no such file"} in seen
     finally:
         await node.stop()
