@@ -14,6 +14,7 @@ RESTART_POLICIES = ("Always", "OnFailure", "Never")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 PROTOCOLS = ("TCP", "UDP", "SCTP")
 DEFAULT_GRACE_SECONDS = 30
+DEFAULT_TERMINATION_MESSAGE_PATH = "/dev/termination-log"
 
 CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"

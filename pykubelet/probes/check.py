@@ -13,12 +13,13 @@ from typing import Any
 import aiohttp
 import grpc
 
+from pykubelet import KUBE_MINOR_VERSION
 from pykubelet.cri import errors
 from pykubelet.runtime.service import Runtime
 from pykubelet.probes.grpc_health.v1 import health_pb2, health_pb2_grpc
 
 MAX_BODY = 10 * 1024  # the kubelet reads at most 10 KiB of a probe's answer
-KUBE_VERSION = "1.36"
+KUBE_VERSION = KUBE_MINOR_VERSION
 
 
 def resolve_port(value: Any, container: dict[str, Any]) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from pykubelet.api.pod import Container, Pod
+from pykubelet.api.pod import DEFAULT_TERMINATION_MESSAGE_PATH, Container, Pod
 
 POD_NAME = "io.kubernetes.pod.name"
 POD_NAMESPACE = "io.kubernetes.pod.namespace"
@@ -39,7 +39,7 @@ def container_annotations(pod: Pod, container: Container, container_hash: str, r
     annotations = {
         CONTAINER_HASH: container_hash,
         CONTAINER_RESTART_COUNT: str(restart_count),
-        TERMINATION_MESSAGE_PATH: container.raw.get("terminationMessagePath") or "/dev/termination-log",
+        TERMINATION_MESSAGE_PATH: container.raw.get("terminationMessagePath") or DEFAULT_TERMINATION_MESSAGE_PATH,
         TERMINATION_MESSAGE_POLICY: container.raw.get("terminationMessagePolicy") or "File",
         POD_TERMINATION_GRACE: str(pod.termination_grace_period_seconds),
     }

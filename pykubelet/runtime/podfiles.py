@@ -8,14 +8,13 @@ from __future__ import annotations
 import os
 import secrets
 
-from pykubelet.api.pod import Container, Pod
+from pykubelet.api.pod import DEFAULT_TERMINATION_MESSAGE_PATH, Container, Pod
 from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.runtime import paths
 
 ETC_HOSTS = "/etc/hosts"
 MANAGED_HOSTS_HEADER = "# Kubernetes-managed hosts file.\n"
 MANAGED_HOSTS_HEADER_HOST_NETWORK = "# Kubernetes-managed hosts file (host network).\n"
-DEFAULT_TERMINATION_MESSAGE_PATH = "/dev/termination-log"
 
 
 def _aliases(host_aliases: list[tuple[str, list[str]]]) -> str:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pykubelet.api.pod import Container, Pod
 from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.runtime import labels, paths
-from pykubelet.runtime.cgroups import CGROUP_ROOT
+from pykubelet.runtime.cgroups import CGROUP_ROOT, KUBEPODS
 from pykubelet.runtime.dns import ClusterDNS, dns_config
 from pykubelet.runtime.env import EnvSources, PodFacts, container_env, expand_command
 from pykubelet.runtime.resources import GUARANTEED, linux_resources, qos_class
@@ -36,7 +36,6 @@ class NodeFacts:
     cgroup_root: str = CGROUP_ROOT
     """Where the cgroup hierarchies are mounted (the pod cgroups are made under them)."""
 
-KUBEPODS_CGROUP = "kubepods"
 _PROTOCOLS = {"TCP": api.TCP, "UDP": api.UDP, "SCTP": api.SCTP}
 
 
@@ -64,7 +63,7 @@ def pod_cgroup_parent(pod: Pod) -> str:
     /kubepods/burstable/pod<uid> and /kubepods/besteffort/pod<uid> for the others."""
     qos = qos_class(pod)
     tier = "" if qos == GUARANTEED else f"{qos.lower()}/"
-    return f"/{KUBEPODS_CGROUP}/{tier}pod{pod.uid}"
+    return f"/{KUBEPODS}/{tier}pod{pod.uid}"
 
 
 def sandbox_config(pod: Pod, attempt: int, logs_root: str, dns: ClusterDNS | None = None) -> api.PodSandboxConfig:
