@@ -62,6 +62,18 @@ def _restart_key(pod: Pod, container: Container) -> str:
     return f"{pod.uid}_{container.name}_{specs.container_hash(container)}"
 
 
+def _count_from_logs(log_directory: str, name: str) -> int:
+    """The next restart count when the runtime holds no instance of the container: one past the
+    newest <restartCount>.log the pod's earlier instances left (the kubelet's way, for a runtime
+    that lost its containers), else 0."""
+    try:
+        counts = [int(f[:-4]) for f in os.listdir(os.path.join(log_directory, name))
+                  if f.endswith(".log") and f[:-4].isdigit()]
+    except OSError:
+        return 0
+    return max(counts) + 1 if counts else 0
+
+
 StopContainer = Callable[..., Awaitable[None]]
 
 
@@ -122,7 +134,7 @@ class ContainerStarter:
             if latest is not None and latest.state == EXITED:
                 self.restart_backoff.next(_restart_key(pod, container), latest.finished_at)
 
-        restart_count = latest.restart_count + 1 if latest else 0
+        restart_count = latest.restart_count + 1 if latest else _count_from_logs(sandbox_config.log_directory, name)
         try:
             image_ref = await self.images.ensure(container, sandbox_config, pod.full_name,
                                                  lambda kind, reason, message: self._event(pod, name, kind, reason,

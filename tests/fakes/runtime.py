@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 from dataclasses import dataclass
 from typing import AsyncIterator, Callable
 
@@ -178,10 +179,13 @@ class FakeRuntime:
         if self._sandbox(sandbox_id).state != api.SANDBOX_READY:
             raise errors.CRIError("CreateContainer", None, "sandbox is not ready")
         container_id = f"c{next(self._ids)}"
+        log_path = os.path.join(sandbox_config.log_directory, config.log_path)
+        os.makedirs(os.path.dirname(log_path), exist_ok=True)
+        open(log_path, "a").close()  # containerd creates the log file with the container
         self.containers[container_id] = api.ContainerStatus(
             id=container_id, metadata=config.metadata, state=api.CONTAINER_CREATED, created_at=self._now(),
             image=config.image, image_ref=config.image.image, labels=config.labels, annotations=config.annotations,
-            log_path=f"/nonexistent/{config.log_path}", mounts=config.mounts)
+            log_path=log_path, mounts=config.mounts)
         self.container_sandbox[container_id] = sandbox_id
         return container_id
 

@@ -51,7 +51,9 @@ async def test_ready_condition_is_stamped_with_the_time_it_turned_true(tmp_path)
 async def test_a_restarted_agent_reports_the_same_start_times_counts_and_transitions(tmp_path):
     runtime, kube = FakeRuntime(clock), FakeKube()
     runtime.behave("app", exit_code=1)
-    spec = pod()
+    scheduled = {"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                 "lastTransitionTime": "2023-11-14T22:10:00Z"}
+    spec = parse_pod({**pod().raw, "status": {"phase": "Pending", "conditions": [scheduled]}}, "test")
     kube.objects[PATH] = copy.deepcopy(spec.raw)
     first = Core(runtime, tmp_path, kube).start()
     first.dispatcher.set_pods([spec])
@@ -75,9 +77,42 @@ async def test_a_restarted_agent_reports_the_same_start_times_counts_and_transit
         after = second.status()
         assert after["startTime"] == before["startTime"]
         assert after["conditions"] == before["conditions"]
+        assert scheduled in after["conditions"]  # the scheduler's time, kept by both agents
         assert second.container()["restartCount"] == before["containerStatuses"][0]["restartCount"]
         assert second.container()["state"] == before["containerStatuses"][0]["state"]  # same startedAt
         assert len(runtime.started("app")) == starts  # adopted, not restarted
+    finally:
+        await second.stop()
+
+
+async def test_a_runtime_that_lost_the_containers_keeps_the_count_from_the_api_status_and_the_logs(tmp_path):
+    runtime, kube = FakeRuntime(clock), FakeKube()
+    runtime.behave("app", exit_code=1)
+    spec = pod()
+    kube.objects[PATH] = copy.deepcopy(spec.raw)
+    first = Core(runtime, tmp_path, kube).start()
+    first.dispatcher.set_pods([spec])
+    await until(lambda: len(runtime.started("app")) == 3, what="two restarts")
+    runtime.behave("app")
+    await until(lambda: first.container().get("ready"), timeout=60)
+    count = first.container()["restartCount"]
+    await until(lambda: kube.objects[PATH].get("status", {}).get("containerStatuses", [{}])[0].get("ready"))
+    await first.stop()
+    for container_id in list(runtime.containers):  # containerd lost its containers meanwhile
+        await runtime.remove_container(container_id)
+    listed = parse_pod(copy.deepcopy(kube.objects[PATH]), where="test")
+    seen = []
+    second = Core(runtime, tmp_path, kube)
+    set_status = second.statuses.set
+    second.statuses.set = lambda pod_, status: (set_status(pod_, status), seen.append(second.container()))
+    second.start()
+    try:
+        second.dispatcher.set_pods([listed])
+        await until(lambda: second.container().get("ready"), what="the container again")
+        assert second.container()["restartCount"] == count + 1  # one more start, counted on
+        assert all(s["restartCount"] >= count for s in seen)  # never back to 0 meanwhile
+        assert seen[0]["lastState"] == kube.objects[PATH]["status"]["containerStatuses"][0]["lastState"] or \
+            seen[0]["restartCount"] == count
     finally:
         await second.stop()
 
