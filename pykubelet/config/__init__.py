@@ -76,7 +76,7 @@ def load_config_file(path: str, settings: Settings) -> None:
         raise ConfigError(f"{path}: must be a {CONFIG_KIND} object")
     if doc.get("apiVersion") != CONFIG_API_VERSION or doc.get("kind") != CONFIG_KIND:
         raise ConfigError(
-            f"{path}: apiVersion/kind must be {CONFIG_API_VERSION}/{CONFIG_KIND}, "
+            f"{path}: field apiVersion/kind: must be {CONFIG_API_VERSION}/{CONFIG_KIND}, "
             f"got {doc.get('apiVersion')!r}/{doc.get('kind')!r}")
     base = os.path.dirname(os.path.abspath(path))
     for key, value in _fields(doc):

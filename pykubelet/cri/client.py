@@ -7,12 +7,13 @@ removing something that is already gone is success, as with crictl and the kubel
 from __future__ import annotations
 
 import time
-from typing import Awaitable, Callable, TypeVar
+from typing import AsyncIterator, Awaitable, Callable, TypeVar
 
 import grpc
 
 from pykubelet.cri import errors
 from pykubelet.cri.v1 import api_pb2 as api
+from pykubelet.cri.task_events import task_events
 from pykubelet.cri.v1 import api_pb2_grpc as api_grpc
 from pykubelet.util import metrics
 
@@ -24,7 +25,10 @@ DEFAULT_TIMEOUT = 10.0
 
 
 class CRIClient:
-    """Talks to a CRI runtime on a unix socket. `slow_timeout` bounds image pulls and stops."""
+    """Talks to a CRI runtime on a unix socket. `slow_timeout` bounds image pulls and stops.
+
+    It implements runtime.service.Runtime, the seam the pod path sees the runtime through.
+    """
 
     def __init__(self, endpoint: str, image_endpoint: str = "",
                  timeout: float = DEFAULT_TIMEOUT, slow_timeout: float = 120.0):
@@ -44,6 +48,10 @@ class CRIClient:
     def channel(self) -> grpc.aio.Channel:
         """The runtime socket's channel, for containerd's own services on it (events)."""
         return self._channel
+
+    def task_events(self) -> AsyncIterator[str]:
+        """containerd's task exit and OOM events (cri/task_events.py), pushed as they happen."""
+        return task_events(self._channel)
 
     async def close(self) -> None:
         await self._channel.close()

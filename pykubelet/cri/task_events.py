@@ -13,16 +13,16 @@ import grpc
 
 from pykubelet.containerd import events_pb2, events_pb2_grpc
 from pykubelet.cri import errors
-from pykubelet.cri.client import CRIClient
 
 # In the CRI plugin's namespace, what the agent does not cause itself: exits and OOM kills.
 # (Starts are the agent's own doing; relisting on them would only compete with its next call.)
 FILTERS = ('namespace=="k8s.io",topic=="/tasks/exit"', 'namespace=="k8s.io",topic=="/tasks/oom"')
 
 
-async def task_events(cri: CRIClient) -> AsyncIterator[str]:
-    """Topics of task events as they happen, until the stream breaks (a CRIError)."""
-    stub = events_pb2_grpc.EventsStub(cri.channel)
+async def task_events(channel: grpc.aio.Channel) -> AsyncIterator[str]:
+    """Topics of task events on the runtime socket's channel as they happen, until the stream
+    breaks (a CRIError)."""
+    stub = events_pb2_grpc.EventsStub(channel)
     stream = stub.Subscribe(events_pb2.SubscribeRequest(filters=list(FILTERS)))
     try:
         async for envelope in stream:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from pykubelet.api.times import now_rfc3339
 from pykubelet.kube import errors
 from pykubelet.util.log import get_logger
 
@@ -23,10 +23,6 @@ log = get_logger(__name__)
 NORMAL, WARNING = "Normal", "Warning"
 QUEUE_SIZE = 1000
 REPEAT_WINDOW_SECONDS = 600  # a repeat within this window bumps the count of the same Event
-
-
-def now_rfc3339() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def pod_ref(namespace: str, name: str, uid: str, container: str | None = None) -> dict[str, str]:

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import datetime, timezone
 from typing import Any, Callable
 
 from pykubelet.cri import errors as cri_errors
 from pykubelet.cri.client import CRIClient
 from pykubelet.kube import errors
 from pykubelet.kube.client import STRATEGIC_MERGE_PATCH, KubeClient
-from pykubelet.kube.events import NORMAL, EventRecorder, node_ref, now_rfc3339
+from pykubelet.api.times import micro_time, now_rfc3339
+from pykubelet.kube.events import NORMAL, EventRecorder, node_ref
 from pykubelet.node import status as node_status
 from pykubelet.node.hostinfo import HostInfo
 from pykubelet.node.pressure import Threshold, observe
@@ -27,10 +27,6 @@ log = get_logger(__name__)
 LEASE_NAMESPACE = "kube-node-lease"
 RUNTIME_CHECK_TIMEOUT = 5.0
 REGISTER_RETRY_MAX = 7.0  # the kubelet's registration back-off tops out at 7 s
-
-
-def micro_time() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class NodeManager:

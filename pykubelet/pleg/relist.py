@@ -1,20 +1,24 @@
-"""The pod lifecycle event generator: notices runtime changes and wakes the pod's worker.
+"""The pod lifecycle event generator: lists the runtime, fills the runtime cache, wakes workers.
 
-A relist compares every sandbox's and container's state with the last one (the kubelet's
-generic PLEG): every second as a safety net, and at once when containerd pushes a task event
-(start, exit, OOM). The relist is also what tells housekeeping which pods the runtime holds.
+A relist lists every sandbox and container (two CRI calls for the whole node) and compares
+each pod's (id, state) pairs with the last listing (the kubelet's generic PLEG). A pod whose
+listing changed is inspected (the status of its sandboxes and containers) and its worker woken;
+the others keep their cached state. It relists every second as a safety net, at once when
+containerd pushes a task exit or OOM, and at once when a worker waits for a fresher state than
+the cache has (pleg/cache.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Callable
 
 from pykubelet.cri import errors
-from pykubelet.cri.client import CRIClient
-from pykubelet.cri.task_events import task_events
+from pykubelet.cri.v1 import api_pb2 as api
+from pykubelet.pleg.cache import RuntimeCache
 from pykubelet.runtime import labels
+from pykubelet.runtime.service import Runtime
+from pykubelet.runtime.state import PodRuntimeState, inspect_pod
 from pykubelet.util import metrics
 from pykubelet.util.log import get_logger
 
@@ -22,63 +26,82 @@ log = get_logger(__name__)
 
 FOLLOW_UP_SECONDS = 0.05  # relists after a pushed event, until one shows the change
 FOLLOW_UPS = 4
+RELIST_SECONDS = 1.0  # the kubelet's relist period
+HEALTHY_WITHIN_SECONDS = 180.0  # the kubelet's PLEG health threshold
 
-Snapshot = dict[str, frozenset[tuple[str, int]]]  # pod UID -> {(object id, state)}
+Listing = frozenset[tuple[str, int]]  # one pod's {(object id, state)}
 
 
 class RelistPLEG:
-    def __init__(self, cri: CRIClient, on_change: Callable[[str], None], period: float = 1.0):
-        self.cri = cri
-        self.on_change = on_change
+    def __init__(self, runtime: Runtime, cache: RuntimeCache, wake: Callable[[str], None],
+                 clock: Callable[[], float], period: float = RELIST_SECONDS):
+        self.runtime = runtime
+        self.cache = cache
+        self.wake = wake  # the pod workers' one wake-up path (pods/wakeups.py)
+        self.clock = clock
         self.period = period
-        self.last_relist = 0.0
-        self.snapshot_time = 0.0  # when the listing behind runtime_uids was asked for
+        self.last_relist = 0.0  # wall clock, for the PLEG health rule
         self.relisted = asyncio.Event()
-        self._snapshot: Snapshot = {}
-        self._kick = asyncio.Event()  # set by a pushed task event: relist now
+        self._listings: dict[str, Listing] = {}
+        self._pushed = False  # the last kick was a containerd event: follow it up
 
-    @property
-    def runtime_uids(self) -> set[str]:
-        return set(self._snapshot)
-
-    def healthy(self, max_age: float = 180.0) -> bool:
+    def healthy(self, max_age: float = HEALTHY_WITHIN_SECONDS) -> bool:
         """The kubelet's PLEG health rule: a relist finished within the last 3 minutes."""
-        return self.last_relist > 0 and time.time() - self.last_relist < max_age
+        return self.last_relist > 0 and self.clock() - self.last_relist < max_age
 
     async def relist(self) -> None:
-        started = time.time()
-        sandboxes, containers = await asyncio.gather(self.cri.list_pod_sandbox(), self.cri.list_containers())
-        snapshot: dict[str, set[tuple[str, int]]] = {}
-        for obj in (*sandboxes, *containers):
-            uid = obj.labels.get(labels.POD_UID)
-            if uid:
-                snapshot.setdefault(uid, set()).add((obj.id, obj.state))
-        new = {uid: frozenset(items) for uid, items in snapshot.items()}
-        for uid in new.keys() | self._snapshot.keys():
-            if new.get(uid) != self._snapshot.get(uid):
-                self.on_change(uid)
-        self._snapshot = new
-        self.snapshot_time = started
-        self.last_relist = time.time()
-        metrics.observe_relist(self.last_relist - started, self.last_relist)
+        began, wall_began = self.cache.generation, self.clock()
+        try:
+            sandboxes, containers = await asyncio.gather(self.runtime.list_pod_sandbox(),
+                                                         self.runtime.list_containers())
+        except errors.CRIError as e:
+            self.cache.fail(e, began)
+            raise
+        by_uid: dict[str, tuple[list[api.PodSandbox], list[api.Container]]] = {}
+        for sandbox in sandboxes:
+            if uid := sandbox.labels.get(labels.POD_UID):
+                by_uid.setdefault(uid, ([], []))[0].append(sandbox)
+        for container in containers:
+            if uid := container.labels.get(labels.POD_UID):
+                by_uid.setdefault(uid, ([], []))[1].append(container)
+        listings = {uid: frozenset((o.id, o.state) for group in objects for o in group)
+                    for uid, objects in by_uid.items()}
+        changed = [uid for uid in listings.keys() | self._listings.keys()
+                   if listings.get(uid) != self._listings.get(uid)]
+        states: dict[str, PodRuntimeState] = {uid: self.cache.get(uid) for uid in listings}
+        inspected = await asyncio.gather(*(inspect_pod(self.runtime, uid, *by_uid[uid])
+                                           for uid in changed if uid in by_uid), return_exceptions=True)
+        for state in inspected:
+            if isinstance(state, BaseException):
+                self.cache.fail(state if isinstance(state, errors.CRIError)
+                                else errors.CRIError("inspect", None, str(state)), began)
+                raise state
+            states[state.uid] = state
+        self._listings = listings
+        self.cache.update(states, began)
+        self.last_relist = self.clock()
+        metrics.observe_relist(self.last_relist - wall_began, self.last_relist)
+        for uid in changed:
+            self.wake(uid)
         self.relisted.set()
 
     async def run(self) -> None:
         events = asyncio.create_task(self._follow_task_events(), name="pleg-task-events")
         follow_ups = 0
+        kick = self.cache.wanted
         try:
             while True:
-                self._kick.clear()
+                kick.clear()
                 try:
                     await self.relist()
                 except errors.CRIError as e:
                     log.warning("PLEG relist failed", err=str(e))
                 try:
-                    wait = FOLLOW_UP_SECONDS if follow_ups else self.period
-                    await asyncio.wait_for(self._kick.wait(), wait)
-                    # The CRI plugin records an exit a little after containerd announces it:
-                    # look again shortly after every event, not only at the next period.
-                    follow_ups = FOLLOW_UPS
+                    await asyncio.wait_for(kick.wait(), FOLLOW_UP_SECONDS if follow_ups else self.period)
+                    if self._pushed:
+                        # The CRI plugin records an exit a little after containerd announces it:
+                        # look again shortly after every event, not only at the next period.
+                        self._pushed, follow_ups = False, FOLLOW_UPS
                 except asyncio.TimeoutError:
                     follow_ups = max(follow_ups - 1, 0)
         finally:
@@ -89,9 +112,10 @@ class RelistPLEG:
         delay = 1.0
         while True:
             try:
-                async for topic in task_events(self.cri):
+                async for topic in self.runtime.task_events():
                     log.debug("containerd task event; relisting", topic=topic)
-                    self._kick.set()
+                    self._pushed = True
+                    self.cache.wanted.set()
                     delay = 1.0
             except errors.Unimplemented:
                 log.info("Runtime has no containerd event stream; relisting every period only")

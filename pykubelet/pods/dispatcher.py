@@ -6,14 +6,13 @@ It only hands work out; it never calls the runtime itself (the kubelet's syncLoo
 
 from __future__ import annotations
 
-import time
-from typing import Callable, Iterable
+from typing import Iterable
 
 from pykubelet.api.pod import Pod, unsupported_fields
 from pykubelet.api.sysctls import SysctlAllowlist
+from pykubelet.kube.events import pod_ref
 from pykubelet.pods.admission import Allocatable, admit
 from pykubelet.pods.worker import PodWorker, WorkerDeps
-from pykubelet.status.manager import StatusManager
 from pykubelet.util.log import get_logger
 
 log = get_logger(__name__)
@@ -22,10 +21,10 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
 class PodDispatcher:
-    def __init__(self, deps: WorkerDeps, statuses: StatusManager, node_name: str,
-                 allocatable: Callable[[], Allocatable], sysctls: SysctlAllowlist | None = None):
+    def __init__(self, deps: WorkerDeps, node_name: str, allocatable: Allocatable,
+                 sysctls: SysctlAllowlist | None = None):
         self.deps = deps
-        self.statuses = statuses
+        self.statuses = deps.statuses
         self.node_name = node_name
         self.allocatable = allocatable
         self.sysctls = sysctls or SysctlAllowlist.build()  # safe sysctls + allowedUnsafeSysctls
@@ -34,7 +33,7 @@ class PodDispatcher:
         self.rejected: set[str] = set()  # UIDs refused at admission; the kubelet never retries them
         self._by_source: dict[str, dict[str, Pod]] = {}
         self._stopping = False
-        self._terminated_at: dict[str, float] = {}  # uid -> when its worker finished terminating
+        self._terminated_at: dict[str, int] = {}  # uid -> the runtime cache's mark when its worker finished
 
     def _start_worker(self, uid: str, pod: Pod | None) -> PodWorker:
         worker = PodWorker(uid, pod, self.deps, self._worker_done)
@@ -86,36 +85,31 @@ class PodDispatcher:
         if pod.api_phase in TERMINAL_PHASES:
             return False  # finished before this agent saw it: the kubelet does not run it again
         running = [w.pod for w in self.workers.values() if w.pod is not None and not w.terminating]
-        rejection = admit(pod, running, self.node_name, self.allocatable(), self.sysctls)
+        rejection = admit(pod, running, self.node_name, self.allocatable, self.sysctls)
         if rejection is None:
             ignored = unsupported_fields(pod)
             if ignored:
                 message = f"Fields not supported by pykubelet yet, ignored: {', '.join(ignored)}"
                 log.warning("Pod uses fields pykubelet ignores", pod=pod.full_name, fields=",".join(ignored))
-                self.deps.recorder.record(self.deps.ref(pod), "Warning", "UnsupportedFields", message)
+                self.deps.recorder.record(pod_ref(pod.namespace, pod.name, pod.uid), "Warning", "UnsupportedFields", message)
             return True
         message = f"Pod was rejected: {rejection.message}"
         log.warning("Pod rejected at admission", pod=pod.full_name, reason=rejection.reason, message=message)
         self.rejected.add(pod.uid)
         self.statuses.set(pod, {"phase": "Failed", "reason": rejection.reason, "message": message,
                                 "containerStatuses": []})
-        self.deps.recorder.record(self.deps.ref(pod), "Warning", rejection.reason, message)
+        self.deps.recorder.record(pod_ref(pod.namespace, pod.name, pod.uid), "Warning", rejection.reason, message)
         return False
 
-    def wake(self, uid: str) -> None:
-        """A runtime or mirror-pod event for a pod: its worker syncs now."""
-        worker = self.workers.get(uid)
-        if worker is not None:
-            worker.wake()
-
-    def housekeeping(self, runtime_uids: Iterable[str], listed_at: float) -> None:
+    def housekeeping(self, runtime_uids: Iterable[str], listed: int) -> None:
         """Terminate pods the runtime holds that no source wants; restart missing workers.
 
         Call only once every source has delivered its first set, or a restarted agent would
-        kill pods it simply has not read yet. `listed_at` is when runtime_uids was listed: pods
-        terminated after that are not orphans, only not yet gone from that listing.
+        kill pods it simply has not read yet. `listed` is the runtime cache's generation when
+        runtime_uids was listed: pods terminated after that are not orphans, only not yet gone
+        from that listing.
         """
-        self._terminated_at = {u: t for u, t in self._terminated_at.items() if t >= listed_at}
+        self._terminated_at = {u: t for u, t in self._terminated_at.items() if t > listed}
         for uid in runtime_uids:
             if uid not in self.desired and uid not in self.workers and uid not in self._terminated_at:
                 log.info("Found pod in the runtime that no source wants; terminating", uid=uid)
@@ -130,7 +124,7 @@ class PodDispatcher:
         worker = self.workers.pop(uid, None)
         if self._stopping or worker is None or not worker.terminating:
             return  # stopping, or a crashed worker: housekeeping starts a new one
-        self._terminated_at[uid] = time.time()
+        self._terminated_at[uid] = self.deps.cache.mark()
         pod = self.desired.get(uid)
         if pod is None:
             return

@@ -31,6 +31,12 @@ class MirrorPods:
         self.node_uid = node_uid
         self.on_change = on_change  # wakes the static pod (by UID) whose mirror changed
         self._mirrors: dict[Key, Pod] = {}
+        self.known = False  # the apiserver's pods were listed at least once
+
+    def mirror_of(self, pod: Pod) -> Pod | None:
+        """The mirror pod of a static pod, if the apiserver holds one made for it."""
+        mirror = self._mirrors.get((pod.namespace, pod.name))
+        return mirror if mirror is not None and mirror.annotations.get(MIRROR_ANNOTATION) == pod.uid else None
 
     def update(self, mirrors: Iterable[Pod]) -> None:
         """The mirror pods the apiserver holds for this node (from the pod watch)."""
@@ -43,6 +49,7 @@ class MirrorPods:
                     if m is not None:
                         self.on_change(m.annotations.get(MIRROR_ANNOTATION, ""))
         self._mirrors = new
+        self.known = True
 
     def _path(self, pod: Pod) -> str:
         return f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"

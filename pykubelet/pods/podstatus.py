@@ -6,10 +6,10 @@ reasons from the last sync (CrashLoopBackOff, ErrImagePull...), phase, condition
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Any, Callable
 
 from pykubelet.api.pod import Pod
+from pykubelet.api.times import rfc3339
 from pykubelet.pods.actions import init_done, init_failed, should_restart
 from pykubelet.runtime.resources import qos_class
 from pykubelet.runtime.state import EXITED, RUNNING, ContainerState, PodRuntimeState
@@ -17,12 +17,6 @@ from pykubelet.runtime.state import EXITED, RUNNING, ContainerState, PodRuntimeS
 CONTAINER_CREATING = "ContainerCreating"
 POD_INITIALIZING = "PodInitializing"
 CONTAINER_ID_SCHEME = "containerd://"
-
-
-def rfc3339(seconds: float) -> str | None:
-    if not seconds:
-        return None
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _terminated(c: ContainerState) -> dict[str, Any]:
@@ -113,8 +107,26 @@ def _condition(kind: str, true: bool, now: str, reason: str = "") -> dict[str, A
     return cond
 
 
+def _times_from_runtime(pod: Pod, state: PodRuntimeState, start_time: float) -> dict[str, float]:
+    """When each condition last turned True, as far as the runtime tells (an adopted pod's)."""
+    sandbox = state.sandbox
+    in_sandbox = [c for c in state.containers if sandbox is not None and c.sandbox_id == sandbox.id]
+    init_names = {c.name for c in pod.init_containers if not c.is_sidecar}
+    app_names = {c.name for c in pod.containers}
+    initialized = max((c.finished_at for c in in_sandbox if c.name in init_names), default=0.0)
+    ready = max((c.started_at for c in in_sandbox if c.name in app_names and c.state == RUNNING), default=0.0)
+    created = sandbox.created_at if sandbox is not None else 0.0
+    return {"PodReadyToStartContainers": created, "Initialized": initialized or created,
+            "Ready": ready, "ContainersReady": ready, "PodScheduled": start_time}
+
+
 def pod_status(pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, str]],
-               host_ip: str, start_time: float, probes: ProbeView = _no_probes) -> dict[str, Any]:
+               host_ip: str, start_time: float, probes: ProbeView = _no_probes,
+               now: float | None = None) -> dict[str, Any]:
+    """The status as of `now`: conditions are stamped with it (the status manager keeps the
+    earlier time of a condition that did not change). `now` None: the pod was running before
+    this agent looked, so True conditions get the runtime's times (sandbox created, containers
+    started) instead."""
     initialized = init_done(pod, state)
     # Until initialization is over, containers that have not run yet wait with PodInitializing.
     def reason(name: str) -> tuple[str, str] | None:
@@ -136,18 +148,22 @@ def pod_status(pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, s
         phase = "Pending"
     else:
         phase = pod_phase(pod, statuses)
-    sandbox = state.sandboxes[0] if state.sandboxes else None
-    pod_ip = host_ip if pod.host_network else (sandbox.ip if sandbox and sandbox.ready else "")
+    sandbox = state.sandbox
+    pod_ip = state.pod_ip(pod.host_network, host_ip)
     all_ready = all(s["ready"] for s in statuses)
-    now = rfc3339(start_time) or ""
+    adopted = _times_from_runtime(pod, state, start_time) if now is None else {}
+
+    def condition(kind: str, true: bool, reason: str = "") -> dict[str, Any]:
+        return _condition(kind, true, rfc3339((true and adopted.get(kind)) or now or start_time) or "", reason)
+
     status: dict[str, Any] = {
         "phase": phase,
         "conditions": [
-            _condition("PodReadyToStartContainers", bool(sandbox and sandbox.ready), now),
-            _condition("Initialized", initialized, now, "ContainersNotInitialized"),
-            _condition("Ready", all_ready and phase == "Running", now, "ContainersNotReady"),
-            _condition("ContainersReady", all_ready, now, "ContainersNotReady"),
-            _condition("PodScheduled", True, now),
+            condition("PodReadyToStartContainers", bool(sandbox and sandbox.ready)),
+            condition("Initialized", initialized, "ContainersNotInitialized"),
+            condition("Ready", all_ready and phase == "Running", "ContainersNotReady"),
+            condition("ContainersReady", all_ready, "ContainersNotReady"),
+            condition("PodScheduled", True),
         ],
         "hostIP": host_ip,
         "startTime": rfc3339(start_time),

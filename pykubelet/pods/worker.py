@@ -1,27 +1,29 @@
 """One asyncio task per pod UID: the only writer of that pod's runtime state.
 
 Updates collapse: the worker keeps only the latest spec (or the order to terminate) and syncs
-when woken — by a new spec, a runtime event for the pod, a back-off ending, or the resync period.
+when woken — by a new spec, a runtime event for the pod, a probe result, a back-off ending, or
+the resync period. It reads the runtime only from the runtime cache, at least as new as its own
+last change (pleg/cache.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from pykubelet.api.pod import Pod
 from pykubelet.cri import errors
-from pykubelet.cri.client import CRIClient
 from pykubelet.kube import errors as kube_errors
-from pykubelet.kube.events import EventRecorder, pod_ref
+from pykubelet.kube.events import EventRecorder
+from pykubelet.pleg.cache import RuntimeCache
 from pykubelet.pods.mirror import MirrorPods
 from pykubelet.pods.podstatus import ProbeView, pod_status
-from pykubelet.probes.manager import ProbeManager
 from pykubelet.pods.sync import PodSyncer
-from pykubelet.runtime.specs import pod_log_directory
-from pykubelet.runtime.state import read_pod_state
+from pykubelet.pods.wakeups import Wakeups
+from pykubelet.probes.manager import ProbeManager
+from pykubelet.runtime.state import PodRuntimeState
 from pykubelet.status.manager import StatusManager
 from pykubelet.util import metrics
 from pykubelet.util.log import get_logger
@@ -31,22 +33,22 @@ log = get_logger(__name__)
 ERROR_RETRY_MIN, ERROR_RETRY_MAX = 1.0, 30.0
 
 
-@dataclass
+@dataclass(frozen=True)
 class WorkerDeps:
-    """What every pod worker works with."""
+    """What every pod worker works with; complete and frozen when built."""
 
-    cri: CRIClient
+    cache: RuntimeCache
     syncer: PodSyncer
     statuses: StatusManager
     recorder: EventRecorder
-    host_ip: Callable[[], str]
+    probes: ProbeManager
+    wakeups: Wakeups
+    host_ip: str
     resync_seconds: float
     mirrors: MirrorPods | None = None
-    probes: ProbeManager | None = None
-
-    @staticmethod
-    def ref(pod: Pod, container: str | None = None) -> dict[str, str]:
-        return pod_ref(pod.namespace, pod.name, pod.uid, container)
+    """None on a standalone node (no apiserver to mirror static pods to)."""
+    clock: Callable[[], float] = field(default=time.time)
+    """Wall clock (seconds since the epoch): status times, back-off against CRI timestamps."""
 
 
 class PodWorker:
@@ -57,13 +59,17 @@ class PodWorker:
         self.on_done = on_done
         self.terminating = pod is None
         self.terminate_grace: int | None = None
-        self.start_time = time.time()
+        self.seen_at = deps.clock()  # kubelet_pod_start_duration_seconds counts from here
+        self.start_time = 0.0  # status.startTime unless a previous status says otherwise (first sync)
+        self.syncs = 0
         self._waiting: dict[str, tuple[str, str]] = {}  # waiting reasons from the last sync
+        self._fresh_after = 0  # the runtime cache's mark of this worker's last change
         self._wake = asyncio.Event()
         self._wake.set()
         self.task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
+        self.deps.wakeups.register(self.uid, self.wake)
         self.task = asyncio.create_task(self._run(), name=f"pod-worker-{self.uid[:8]}")
 
     def update(self, pod: Pod) -> None:
@@ -107,25 +113,44 @@ class PodWorker:
         except Exception as e:  # a bug: surface it, and keep the agent up
             log.error("Pod worker crashed", exc_info=e, pod=self.name)
         finally:
+            self.deps.wakeups.unregister(self.uid, self.wake)
             self.on_done(self.uid)
+
+    async def _state(self) -> PodRuntimeState:
+        """The pod's runtime state, at least as new as this worker's last change to it."""
+        return await self.deps.cache.newer_than(self.uid, self._fresh_after)
+
+    def _changed_runtime(self) -> None:
+        self._fresh_after = self.deps.cache.mark()
+
+    def _status(self, pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, str]]) -> dict:
+        deps = self.deps
+        adopted = self.syncs == 0 and bool(state.sandboxes or state.containers)
+        # A pod the runtime held before this worker (an agent restart): its transitions happened
+        # before we looked, so their times come from the runtime (pods/podstatus.py).
+        return pod_status(pod, state, waiting, deps.host_ip, self.start_time, self._probe_view(),
+                          now=None if adopted else deps.clock())
 
     async def _sync(self) -> float:
         pod, deps = self.pod, self.deps
         assert pod is not None
-        state = await read_pod_state(deps.cri, self.uid)
-        view = self._probe_view()
+        state = await self._state()
+        if not self.start_time:
+            self.start_time = state.first_seen() or self.seen_at
         # Report what just happened (an exit, say) before acting on it: stopping a finished
         # pod's sandbox or restarting a container takes long enough for a user to notice.
-        deps.statuses.set(pod, pod_status(pod, state, self._waiting, deps.host_ip(), self.start_time, view))
-        unhealthy = deps.probes.unhealthy(self.uid) if deps.probes else {}
-        result = await deps.syncer.sync(pod, state, unhealthy)
+        deps.statuses.set(pod, self._status(pod, state, self._waiting))
+        self.syncs += 1
+        result = await deps.syncer.sync(pod, state, deps.probes.unhealthy(self.uid))
         self._waiting = result.waiting
         if result.changed:
-            state = await read_pod_state(deps.cri, self.uid)
+            self._changed_runtime()
+            state = await self._state()
         self._track_probes(pod, state)
-        deps.statuses.set(pod, pod_status(pod, state, result.waiting, deps.host_ip(), self.start_time, view))
-        metrics.observe_pod_running(pod.uid, self.start_time, (deps.statuses.get(pod.uid) or {}).get("phase", ""))
-        await deps.syncer.prune(state)
+        deps.statuses.set(pod, self._status(pod, state, result.waiting))
+        metrics.observe_pod_running(pod.uid, self.seen_at, (deps.statuses.get(pod.uid) or {}).get("phase", ""))
+        if await deps.syncer.prune(state):
+            self._changed_runtime()
         if pod.is_static and deps.mirrors is not None:
             try:
                 if await deps.mirrors.ensure(pod):
@@ -138,46 +163,37 @@ class PodWorker:
 
     def _probe_view(self) -> ProbeView:
         probes = self.deps.probes
-        if probes is None:
-            return lambda _: (True, True)
 
         def view(container_id: str) -> tuple[bool, bool]:
             result = probes.results(self.uid, container_id)
             return result.started, result.ready
         return view
 
-    def _track_probes(self, pod: Pod, state) -> None:
+    def _track_probes(self, pod: Pod, state: PodRuntimeState) -> None:
         """Probe every running container of the current sandbox; stop probing the rest."""
         probes = self.deps.probes
-        if probes is None:
-            return
-        sandbox = state.sandboxes[0] if state.sandboxes else None
-        specs = {c.name: c.raw for c in (*pod.init_containers, *pod.containers)}
-        running = {c.id: c for c in state.running() if sandbox and c.sandbox_id == sandbox.id and c.name in specs}
+        sandbox = state.sandbox
+        containers = {c.name: c for c in (*pod.init_containers, *pod.containers)}
+        running = {c.id: c for c in state.running()
+                   if sandbox and c.sandbox_id == sandbox.id and c.name in containers}
         probes.retain(self.uid, set(running))
-        pod_ip = self.deps.host_ip() if pod.host_network else sandbox.ip if sandbox else ""
+        pod_ip = state.pod_ip(pod.host_network, self.deps.host_ip)
         for c in running.values():
-            probes.track(pod, specs[c.name], c.id, pod_ip, c.started_at)
+            probes.track(pod, containers[c.name].raw, c.id, pod_ip, c.started_at)
 
     async def _terminate(self) -> None:
         deps = self.deps
-        state = await read_pod_state(deps.cri, self.uid)
+        state = await self._state()
         pod = self.pod
         grace = self.terminate_grace
         if grace is None:
             grace = pod.termination_grace_period_seconds if pod else state.grace_seconds()
-        name = pod.full_name if pod else f"{state.namespace}/{state.name}"
-        log_dir = None
-        if state.name:
-            log_dir = f"{deps.syncer.logs_root}/{state.namespace}_{state.name}_{self.uid}"
-        elif pod:
-            log_dir = pod_log_directory(deps.syncer.logs_root, pod)
-        await deps.syncer.terminate(name, self.uid, state, grace, log_dir, pod)
+        await deps.syncer.terminate(pod, state, grace)
+        self._changed_runtime()
         if pod is not None and pod.is_static and deps.mirrors is not None:
             try:
                 await deps.mirrors.remove(pod)
             except kube_errors.KubeError as e:
                 log.warning("Could not delete the mirror pod", pod=pod.full_name, err=str(e))
-        if deps.probes is not None:
-            deps.probes.retain(self.uid, set())
+        deps.probes.retain(self.uid, set())
         deps.statuses.remove(self.uid)

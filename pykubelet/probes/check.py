@@ -13,12 +13,13 @@ from typing import Any
 import aiohttp
 import grpc
 
+from pykubelet import KUBE_MINOR_VERSION
 from pykubelet.cri import errors
-from pykubelet.cri.client import CRIClient
+from pykubelet.runtime.service import Runtime
 from pykubelet.probes.grpc_health.v1 import health_pb2, health_pb2_grpc
 
 MAX_BODY = 10 * 1024  # the kubelet reads at most 10 KiB of a probe's answer
-KUBE_VERSION = "1.36"
+KUBE_VERSION = KUBE_MINOR_VERSION
 
 
 def resolve_port(value: Any, container: dict[str, Any]) -> int:
@@ -74,7 +75,7 @@ async def grpc_check(host: str, port: int, service: str, timeout: float) -> tupl
     return True, ""
 
 
-async def run_probe(cri: CRIClient, probe: dict[str, Any], container: dict[str, Any], container_id: str,
+async def run_probe(cri: Runtime, probe: dict[str, Any], container: dict[str, Any], container_id: str,
                     pod_ip: str) -> tuple[bool, str]:
     timeout = float(probe.get("timeoutSeconds") or 1)
     try:

@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 
 from pykubelet.cri import errors
-from pykubelet.cri.client import CRIClient
+from pykubelet.runtime.service import Runtime
 from pykubelet.probes.check import KUBE_VERSION, http_get
 
 
@@ -23,7 +23,7 @@ def _go_list(command: list[str]) -> str:
     return "[" + " ".join(command) + "]"  # how Go's %v prints a []string
 
 
-async def run_hook(cri: CRIClient, handler: dict[str, Any], container: dict[str, Any], container_id: str,
+async def run_hook(cri: Runtime, handler: dict[str, Any], container: dict[str, Any], container_id: str,
                    pod_ip: str, pod_desc: str, timeout: float) -> str:
     """Run one hook handler within `timeout` seconds; "" on success, else why it failed.
 

@@ -14,9 +14,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from pykubelet.cri.client import CRIClient
 from pykubelet.kube.events import WARNING, EventRecorder, pod_ref
 from pykubelet.probes.check import run_probe
+from pykubelet.runtime.service import Runtime
 from pykubelet.util import metrics
 from pykubelet.util.log import get_logger
 
@@ -37,10 +37,12 @@ class ContainerProbes:
 
 
 class ProbeManager:
-    def __init__(self, cri: CRIClient, recorder: EventRecorder, on_change: Callable[[str], None]):
+    def __init__(self, cri: Runtime, recorder: EventRecorder, wake: Callable[[str], None],
+                 clock: Callable[[], float] = time.time):
         self.cri = cri
         self.recorder = recorder
-        self.on_change = on_change  # wakes a pod's worker (by pod UID)
+        self.on_change = wake  # the pod workers' one wake-up path (pods/wakeups.py)
+        self.clock = clock  # wall clock: containers' start times are the runtime's
         self._pods: dict[str, dict[str, ContainerProbes]] = {}  # pod UID -> container ID -> results
 
     def results(self, uid: str, container_id: str) -> ContainerProbes:
@@ -78,7 +80,7 @@ class ProbeManager:
         success_threshold = int(probe.get("successThreshold") or 1)
         failure_threshold = int(probe.get("failureThreshold") or 3)
         loop = asyncio.get_running_loop()
-        delay = float(probe.get("initialDelaySeconds") or 0) - max(0.0, time.time() - started_at)
+        delay = float(probe.get("initialDelaySeconds") or 0) - max(0.0, self.clock() - started_at)
         if delay > 0:
             await asyncio.sleep(delay)
         successes = failures = 0

@@ -18,10 +18,11 @@ from pykubelet.util.log import get_logger
 log = get_logger(__name__)
 
 CGROUP_ROOT = "/sys/fs/cgroup"
+KUBEPODS = "kubepods"  # the top of the pods' cgroups (cgroupfs layout)
 QOS_TIERS = ("", "burstable", "besteffort")
 
 
-def pod_cgroup_dirs(uid: str, root: str = CGROUP_ROOT, kubepods: str = "kubepods") -> list[str]:
+def pod_cgroup_dirs(uid: str, root: str = CGROUP_ROOT, kubepods: str = KUBEPODS) -> list[str]:
     """Every existing directory of the pod's cgroup, one per hierarchy (v1 and unified)."""
     hierarchies = [root] + [os.path.join(root, h) for h in sorted(os.listdir(root))
                             if os.path.isdir(os.path.join(root, h)) and not os.path.islink(os.path.join(root, h))]

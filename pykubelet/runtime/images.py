@@ -7,8 +7,8 @@ from typing import Callable
 
 from pykubelet.api.pod import Container
 from pykubelet.cri import errors
-from pykubelet.cri.client import CRIClient
 from pykubelet.cri.v1 import api_pb2 as api
+from pykubelet.runtime.service import Runtime
 from pykubelet.util.backoff import Backoff
 from pykubelet.util.log import get_logger
 
@@ -29,7 +29,7 @@ class ImageError(Exception):
 
 
 class ImageManager:
-    def __init__(self, cri: CRIClient, backoff: Backoff):
+    def __init__(self, cri: Runtime, backoff: Backoff):
         self.cri = cri
         self.backoff = backoff
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from pykubelet.api.pod import Container, Pod
+from pykubelet.api.pod import DEFAULT_TERMINATION_MESSAGE_PATH, Container, Pod
 
 POD_NAME = "io.kubernetes.pod.name"
 POD_NAMESPACE = "io.kubernetes.pod.namespace"
@@ -39,13 +39,12 @@ def container_annotations(pod: Pod, container: Container, container_hash: str, r
     annotations = {
         CONTAINER_HASH: container_hash,
         CONTAINER_RESTART_COUNT: str(restart_count),
-        TERMINATION_MESSAGE_PATH: container.raw.get("terminationMessagePath") or "/dev/termination-log",
+        TERMINATION_MESSAGE_PATH: container.raw.get("terminationMessagePath") or DEFAULT_TERMINATION_MESSAGE_PATH,
         TERMINATION_MESSAGE_POLICY: container.raw.get("terminationMessagePolicy") or "File",
         POD_TERMINATION_GRACE: str(pod.termination_grace_period_seconds),
     }
-    pre_stop = (container.raw.get("lifecycle") or {}).get("preStop")
-    if pre_stop:  # so the hook still runs for a container whose pod spec is gone
-        annotations[PRE_STOP_HANDLER] = json.dumps(pre_stop, sort_keys=True)
+    if container.pre_stop:  # so the hook still runs for a container whose pod spec is gone
+        annotations[PRE_STOP_HANDLER] = json.dumps(container.pre_stop, sort_keys=True)
     if container.ports:
         annotations[CONTAINER_PORTS] = json.dumps([
             {k: v for k, v in (("name", p.name), ("hostPort", p.host_port), ("containerPort", p.container_port),

@@ -1,8 +1,6 @@
 """Files the kubelet writes under a pod's directory and bind-mounts into its containers:
-the managed /etc/hosts and each container instance's termination-message file.
-
-    <root-dir>/pods/<uid>/etc-hosts
-    <root-dir>/pods/<uid>/containers/<container>/<random id>
+the managed /etc/hosts and each container instance's termination-message file (where they
+go: runtime/paths.py).
 """
 
 from __future__ import annotations
@@ -10,13 +8,13 @@ from __future__ import annotations
 import os
 import secrets
 
-from pykubelet.api.pod import Container, Pod
+from pykubelet.api.pod import DEFAULT_TERMINATION_MESSAGE_PATH, Container, Pod
 from pykubelet.cri.v1 import api_pb2 as api
+from pykubelet.runtime import paths
 
 ETC_HOSTS = "/etc/hosts"
 MANAGED_HOSTS_HEADER = "# Kubernetes-managed hosts file.\n"
 MANAGED_HOSTS_HEADER_HOST_NETWORK = "# Kubernetes-managed hosts file (host network).\n"
-DEFAULT_TERMINATION_MESSAGE_PATH = "/dev/termination-log"
 
 
 def _aliases(host_aliases: list[tuple[str, list[str]]]) -> str:
@@ -42,10 +40,6 @@ def host_network_hosts(node_hosts: str, host_aliases: list[tuple[str, list[str]]
     return MANAGED_HOSTS_HEADER_HOST_NETWORK + node_hosts + _aliases(host_aliases)
 
 
-def pod_dir(root_dir: str, uid: str) -> str:
-    return os.path.join(root_dir, "pods", uid)
-
-
 def _write(path: str, content: str, mode: int) -> None:
     os.makedirs(os.path.dirname(path), mode=0o750, exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
@@ -58,9 +52,9 @@ def hosts_mount(root_dir: str, pod: Pod, container: Container, pod_ip: str, clus
     """(Re)write the pod's hosts file and mount it at /etc/hosts; None when the kubelet would not:
     the pod has no IP yet, or the container mounts something of its own there."""
     ip = pod_ip
-    if not ip or any(m.get("mountPath") == ETC_HOSTS for m in container.raw.get("volumeMounts") or []):
+    if not ip or any(m.mount_path == ETC_HOSTS for m in container.volume_mounts):
         return None
-    path = os.path.join(pod_dir(root_dir, pod.uid), "etc-hosts")
+    path = paths.etc_hosts(root_dir, pod.uid)
     if pod.host_network:
         with open(node_hosts_path, encoding="utf-8") as f:
             content = host_network_hosts(f.read(), pod.host_aliases)
@@ -80,6 +74,6 @@ def termination_message_mount(root_dir: str, pod: Pod, container: Container) -> 
 
     A random name per instance, so a restarted container does not see its predecessor's message.
     """
-    path = os.path.join(pod_dir(root_dir, pod.uid), "containers", container.name, f"{secrets.randbits(32):08x}")
+    path = os.path.join(paths.termination_message_dir(root_dir, pod.uid, container.name), f"{secrets.randbits(32):08x}")
     _write(path, "", 0o666)
     return api.Mount(container_path=termination_message_path(container), host_path=path)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 
 from dataclasses import dataclass, field
 
 from pykubelet.api.pod import Container, Pod
 from pykubelet.cri.v1 import api_pb2 as api
-from pykubelet.runtime import labels
+from pykubelet.runtime import labels, paths
+from pykubelet.runtime.cgroups import CGROUP_ROOT, KUBEPODS
 from pykubelet.runtime.dns import ClusterDNS, dns_config
 from pykubelet.runtime.env import EnvSources, PodFacts, container_env, expand_command
 from pykubelet.runtime.resources import GUARANTEED, linux_resources, qos_class
@@ -28,22 +28,19 @@ class NodeFacts:
     """cpu (cores) and memory (bytes): what resourceFieldRef reports for an unset limit."""
     dns: ClusterDNS = field(default_factory=ClusterDNS)
     root_dir: str = "/var/lib/kubelet"
-    """--root-dir: per-pod directories (volumes) live under <root-dir>/pods/<uid>."""
+    """--root-dir: per-pod directories (volumes) live under <root-dir>/pods/<uid> (runtime/paths.py)."""
     seccomp_root: str = "/var/lib/kubelet/seccomp"
     """<root-dir>/seccomp: where Localhost seccomp profiles live."""
+    pod_logs_dir: str = "/var/log/pods"
+    """podLogsDir: one directory of container logs per pod (runtime/paths.py)."""
+    cgroup_root: str = CGROUP_ROOT
+    """Where the cgroup hierarchies are mounted (the pod cgroups are made under them)."""
 
-KUBEPODS_CGROUP = "kubepods"
 _PROTOCOLS = {"TCP": api.TCP, "UDP": api.UDP, "SCTP": api.SCTP}
 
 
 def pod_log_directory(logs_root: str, pod: Pod) -> str:
-    """/var/log/pods/<namespace>_<name>_<uid>, the layout log collectors expect."""
-    return os.path.join(logs_root, f"{pod.namespace}_{pod.name}_{pod.uid}")
-
-
-def container_log_path(container_name: str, restart_count: int) -> str:
-    """Relative to the pod's log directory: <container>/<restartCount>.log."""
-    return os.path.join(container_name, f"{restart_count}.log")
+    return paths.pod_log_dir(logs_root, pod.namespace, pod.name, pod.uid)
 
 
 def container_hash(container: Container) -> str:
@@ -66,7 +63,7 @@ def pod_cgroup_parent(pod: Pod) -> str:
     /kubepods/burstable/pod<uid> and /kubepods/besteffort/pod<uid> for the others."""
     qos = qos_class(pod)
     tier = "" if qos == GUARANTEED else f"{qos.lower()}/"
-    return f"/{KUBEPODS_CGROUP}/{tier}pod{pod.uid}"
+    return f"/{KUBEPODS}/{tier}pod{pod.uid}"
 
 
 def sandbox_config(pod: Pod, attempt: int, logs_root: str, dns: ClusterDNS | None = None) -> api.PodSandboxConfig:
@@ -115,7 +112,7 @@ def container_config(pod: Pod, container: Container, image_ref: str, restart_cou
         mounts=mounts or [],
         labels=labels.container_labels(pod, container),
         annotations=labels.container_annotations(pod, container, container_hash(container), restart_count),
-        log_path=container_log_path(container.name, restart_count),
+        log_path=paths.container_log_path(container.name, restart_count),
         stdin=container.stdin,
         tty=container.tty,
         linux=api.LinuxContainerConfig(

@@ -2,17 +2,21 @@
 
 This is the kubelet's "PodStatus" from the runtime manager: plain data, newest first, built
 only from CRI answers and the labels/annotations we set, so a restarted agent sees the same.
+The PLEG inspects a pod when its listing changed (pleg/relist.py); workers read the result
+from the runtime cache, never from CRI.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Iterable
 
+from pykubelet.api.pod import DEFAULT_GRACE_SECONDS
 from pykubelet.cri import errors
-from pykubelet.cri.client import CRIClient
 from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.runtime import labels
+from pykubelet.runtime.service import Runtime
 from pykubelet.runtime.termination import termination_message
 
 RUNNING, EXITED, CREATED, UNKNOWN = "running", "exited", "created", "unknown"
@@ -46,7 +50,7 @@ class ContainerState:
     image: str = ""
     image_ref: str = ""
     sandbox_id: str = ""
-    grace_seconds: int = 30
+    grace_seconds: int = DEFAULT_GRACE_SECONDS
     log_path: str = ""
     pre_stop: str = ""
     """The preStop handler the container recorded (JSON), for when its pod spec is gone."""
@@ -74,10 +78,33 @@ class PodRuntimeState:
 
     def grace_seconds(self) -> int:
         """The pod's grace period as its containers recorded it (for pods whose spec is gone)."""
-        return max((c.grace_seconds for c in self.containers), default=30)
+        return max((c.grace_seconds for c in self.containers), default=DEFAULT_GRACE_SECONDS)
 
     def running(self) -> list[ContainerState]:
         return [c for c in self.containers if c.state in (RUNNING, UNKNOWN)]
+
+    @property
+    def sandbox(self) -> SandboxState | None:
+        """The newest sandbox: the one containers run in, or the next one replaces."""
+        return self.sandboxes[0] if self.sandboxes else None
+
+    def pod_ip(self, host_network: bool, host_ip: str) -> str:
+        """The pod's IP, by the one rule there is (see pod_ip)."""
+        return pod_ip(host_network, self.sandbox, host_ip)
+
+    def first_seen(self) -> float:
+        """When the runtime first held anything of the pod (0.0: nothing): what a restarted
+        agent knows of the pod's start when no status says it."""
+        return min((t for t in (*(s.created_at for s in self.sandboxes), *(c.created_at for c in self.containers))
+                    if t), default=0.0)
+
+
+def pod_ip(host_network: bool, sandbox: SandboxState | None, host_ip: str) -> str:
+    """The one rule for a pod's IP (status.podIP, env status.podIP, hooks, probes, /etc/hosts):
+    the node's for a host-network pod; else its newest sandbox's, while that sandbox is ready."""
+    if host_network:
+        return host_ip
+    return sandbox.ip if sandbox is not None and sandbox.ready else ""
 
 
 def _message(status: api.ContainerStatus) -> str:
@@ -102,22 +129,23 @@ def _container_state(status: api.ContainerStatus, sandbox_id: str) -> ContainerS
         image=status.image.user_specified_image or status.image.image,
         image_ref=status.image_ref,
         sandbox_id=sandbox_id,
-        grace_seconds=int(annotations.get(labels.POD_TERMINATION_GRACE, "30") or 30),
+        grace_seconds=int(annotations.get(labels.POD_TERMINATION_GRACE, "") or DEFAULT_GRACE_SECONDS),
         log_path=status.log_path,
         pre_stop=annotations.get(labels.PRE_STOP_HANDLER, ""),
     )
 
 
-async def read_pod_state(cri: CRIClient, uid: str) -> PodRuntimeState:
-    """Every sandbox and container of the pod with this UID, newest first."""
-    selector = {labels.POD_UID: uid}
-    sandboxes, containers = await asyncio.gather(cri.list_pod_sandbox(selector), cri.list_containers(selector))
+async def inspect_pod(runtime: Runtime, uid: str, sandboxes: Iterable[api.PodSandbox],
+                      containers: Iterable[api.Container]) -> PodRuntimeState:
+    """The pod with this UID from its listed sandboxes and containers: the status of each ready
+    sandbox (its IP) and of each container (times, exit code, message), newest first."""
+    sandboxes, containers = list(sandboxes), list(containers)
 
     async def sandbox(s: api.PodSandbox) -> SandboxState:
         ip = ""
         if s.state == api.SANDBOX_READY:
             try:
-                status = (await cri.pod_sandbox_status(s.id)).status
+                status = (await runtime.pod_sandbox_status(s.id)).status
                 ip = status.network.ip
             except errors.NotFound:
                 pass
@@ -126,7 +154,7 @@ async def read_pod_state(cri: CRIClient, uid: str) -> PodRuntimeState:
 
     async def container(c: api.Container) -> ContainerState | None:
         try:
-            return _container_state((await cri.container_status(c.id)).status, c.pod_sandbox_id)
+            return _container_state((await runtime.container_status(c.id)).status, c.pod_sandbox_id)
         except errors.NotFound:
             return None  # removed between the list and the status call
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-CGROUP_ROOT = "/sys/fs/cgroup"
-QOS_TIERS = ("", "burstable", "besteffort")
+from pykubelet.runtime.cgroups import CGROUP_ROOT, KUBEPODS, QOS_TIERS
 
 
 def _read_int(path: str) -> int | None:
@@ -54,7 +53,7 @@ def cgroup_usage(relative: str, root: str = CGROUP_ROOT) -> CgroupUsage | None:
 def pod_cgroup(uid: str, root: str = CGROUP_ROOT) -> str | None:
     """The pod's cgroup relative to a hierarchy (kubepods/[tier/]pod<uid>), if it exists."""
     for tier in QOS_TIERS:
-        relative = os.path.join("kubepods", tier, f"pod{uid}")
+        relative = os.path.join(KUBEPODS, tier, f"pod{uid}")
         if os.path.isdir(os.path.join(root, "memory", relative)):
             return relative
     return None

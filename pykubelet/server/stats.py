@@ -14,12 +14,13 @@ import asyncio
 import json
 import os
 import time
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
+from pykubelet.api.times import rfc3339
 from pykubelet.cri import errors
 from pykubelet.cri.v1 import api_pb2 as api
-from pykubelet.runtime import labels
+from pykubelet.runtime import labels, paths
 from pykubelet.server import cgroup_stats as cg
 from pykubelet.server.host import Host, container_id
 from pykubelet.util.log import get_logger
@@ -27,10 +28,6 @@ from pykubelet.util.log import get_logger
 log = get_logger(__name__)
 
 IMAGEFS_DIR = "/var/lib/containerd"
-
-
-def rfc3339(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class CPURates:
@@ -143,7 +140,7 @@ class SummaryProvider:
              when: str, keys: set[str], only: bool) -> dict[str, Any]:
         containers = []
         rootfs_total = logs_total = 0
-        log_dir = os.path.join(self.host.settings.pods.pod_logs_dir, f"{pod.namespace}_{pod.name}_{pod.uid}")
+        log_dir = paths.pod_log_dir(self.host.settings.pods.pod_logs_dir, pod.namespace, pod.name, pod.uid)
         for cs in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
             running = (cs.get("state") or {}).get("running")
             stats = by_id.get(container_id(cs.get("containerID", "")))
@@ -188,7 +185,7 @@ class SummaryProvider:
 
     def _volumes(self, uid: str, when: str) -> list[dict[str, Any]]:
         """Each volume directory of the pod (<root-dir>/pods/<uid>/volumes/<plugin>/<name>)."""
-        base = os.path.join(self.host.settings.root_dir, "pods", uid, "volumes")
+        base = paths.volumes_dir(self.host.settings.root_dir, uid)
         out = []
         try:
             plugins = sorted(os.scandir(base), key=lambda e: e.name)

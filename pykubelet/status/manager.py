@@ -1,19 +1,22 @@
 """The single source of truth for pod status on this node, and its only writer to the apiserver.
 
-Workers hand in freshly computed statuses. The manager keeps condition transition times stable,
-and (with an apiserver) patches a pod's status only when it changed; a static pod's status goes
-to its mirror pod. It also finishes graceful deletion: once a deleted pod's containers are
-stopped, the final DELETE (grace 0, UID precondition), as the kubelet does.
+Workers hand in freshly computed statuses. The manager keeps what must not change across
+updates, or across an agent restart (status/merge.py: startTime, transition times), and (with
+an apiserver) patches a pod's status only when it changed; a static pod's status goes to its
+mirror pod, and only once the mirror pods are known (so a restarted agent starts from the
+mirror's status, not from nothing). It also finishes graceful deletion: once a deleted pod's
+containers are stopped, the final DELETE (grace 0, UID precondition), as the kubelet does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pykubelet.api.pod import Pod
 from pykubelet.kube import errors
+from pykubelet.status.merge import carry_over
 from pykubelet.util.log import get_logger
 
 if TYPE_CHECKING:  # the client costs ~40 MB: imported only when joining a cluster
@@ -28,9 +31,25 @@ def _pod_path(pod: Pod) -> str:
     return f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
 
 
+class Mirrors(Protocol):
+    """The apiserver's mirror pods of this node's static pods (pods/mirror.py)."""
+
+    known: bool
+    """Whether the apiserver's pods were listed at least once."""
+
+    def mirror_of(self, pod: Pod) -> Pod | None: ...
+
+
+def _api_status(pod: Pod | None) -> dict[str, Any] | None:
+    status = pod.raw.get("status") if pod is not None else None
+    return status if isinstance(status, dict) and status else None
+
+
 class StatusManager:
-    def __init__(self, kube: KubeClient | None = None) -> None:
+    def __init__(self, kube: KubeClient | None = None, mirrors: Mirrors | None = None) -> None:
         self.kube = kube
+        self.mirrors = mirrors
+        self._unbased: set[str] = set()  # static pods whose mirror was not known at their first status
         self._pods: dict[str, Pod] = {}
         self._statuses: dict[str, dict[str, Any]] = {}
         self._sent: dict[str, dict[str, Any]] = {}  # uid -> what the apiserver has from us
@@ -38,14 +57,23 @@ class StatusManager:
         self._deletions: dict[str, Pod] = {}
         self._wake = asyncio.Event()
 
+    def _recovered(self, pod: Pod) -> dict[str, Any] | None:
+        """The status the apiserver holds: the mirror pod's for a static pod, else the pod's own."""
+        if pod.is_static:
+            if self.kube is None or self.mirrors is None:
+                return None
+            if not self.mirrors.known:
+                self._unbased.add(pod.uid)  # look again when the mirror pods are listed
+                return None
+            self._unbased.discard(pod.uid)
+            return _api_status(self.mirrors.mirror_of(pod))
+        return _api_status(pod)
+
     def set(self, pod: Pod, status: dict[str, Any]) -> None:
         old = self._statuses.get(pod.uid)
-        if old:
-            old_conditions = {c["type"]: c for c in old.get("conditions", [])}
-            for cond in status.get("conditions", []):
-                before = old_conditions.get(cond["type"])
-                if before and before["status"] == cond["status"]:
-                    cond["lastTransitionTime"] = before["lastTransitionTime"]
+        if old is None or pod.uid in self._unbased:
+            old = self._recovered(pod) or old
+        carry_over(old, status)
         self._pods[pod.uid] = pod
         self._statuses[pod.uid] = status
         if self.kube is not None and self._sent.get(pod.uid) != status:
@@ -67,6 +95,7 @@ class StatusManager:
             self._wake.set()
 
     def remove(self, uid: str) -> None:
+        self._unbased.discard(uid)
         self._pods.pop(uid, None)
         self._statuses.pop(uid, None)
         self._sent.pop(uid, None)
@@ -109,6 +138,11 @@ class StatusManager:
         if pod is None or status is None:
             self._dirty.discard(uid)
             return
+        if uid in self._unbased:
+            if self.mirrors is None or not self.mirrors.known:
+                return  # a static pod before the mirror pods are listed: written once they are
+            self._unbased.discard(uid)
+            status = self._statuses[uid] = carry_over(_api_status(self.mirrors.mirror_of(pod)), status)
         # The UID makes the patch a precondition: it never lands on a newer pod of the same name.
         # A static pod's status goes to its mirror, whose UID is the apiserver's own.
         body = {"status": status} if pod.is_static else {"metadata": {"uid": uid}, "status": status}

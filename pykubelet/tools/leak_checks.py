@@ -13,6 +13,8 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 
+from pykubelet.runtime import paths
+
 SHIM = "containerd-shim-runc-v2"
 NETNS_DIR = "/var/run/netns"
 CGROUP_ROOT = "/sys/fs/cgroup"
@@ -104,7 +106,7 @@ def leaked_attachments(alive: Alive, root_dir: str) -> list[Leak]:
 
 
 def leaked_pod_dirs(alive: Alive, root_dir: str) -> list[Leak]:
-    pods = os.path.join(root_dir, "pods")
+    pods = paths.pods_dir(root_dir)
     return [Leak("pod-dir", os.path.join(pods, uid), uid) for uid in _listdir(pods) if uid not in alive.pod_uids]
 
 

@@ -24,7 +24,7 @@ from pykubelet.api.references import referenced_names
 from pykubelet.kube import errors as kube_errors
 from pykubelet.kube.objects import SINGULAR, NotSynced, ObjectCache, ObjectNotFound, ServiceCache
 from pykubelet.kube.tokens import DEFAULT_EXPIRATION_SECONDS, TokenManager
-from pykubelet.runtime import security
+from pykubelet.runtime import paths, security
 from pykubelet.volumes.atomic_writer import DATA_DIR, FileProjection, PayloadError, write_atomic
 from pykubelet.volumes.projection import (DEFAULT_MODE, MountError, aggregate, downward_api_payload,
                                           object_payload)
@@ -47,18 +47,12 @@ class ApiClients:
     services: ServiceCache
 
 
-def _kind(volume: dict[str, Any]) -> str:
-    return next((k for k in volume if k != "name"), "")
-
-
 def volume_paths(root_dir: str, pod: Pod) -> dict[str, str]:
     """Volume name -> host directory, for the pod's volumes of these types."""
     out = {}
-    for volume in pod.raw.get("spec", {}).get("volumes") or []:
-        kind = _kind(volume)
-        if kind in PLUGIN_DIRS:
-            out[volume.get("name", "")] = os.path.join(root_dir, "pods", pod.uid, "volumes", PLUGIN_DIRS[kind],
-                                                       volume.get("name", ""))
+    for volume in pod.volumes:
+        if volume.kind in PLUGIN_DIRS:
+            out[volume.name] = paths.volume_dir(root_dir, pod.uid, PLUGIN_DIRS[volume.kind], volume.name)
     return out
 
 
@@ -119,17 +113,15 @@ class ApiVolumes:
     async def setup(self, pod: Pod) -> dict[str, str]:
         """Write every such volume of the pod; volume name -> why it failed, for those that did."""
         self.register(pod)
-        paths = volume_paths(self.root_dir, pod)
-        fs_group = (pod.raw.get("spec", {}).get("securityContext") or {}).get("fsGroup")
+        directories = volume_paths(self.root_dir, pod)
         failed = {}
-        for volume in pod.raw.get("spec", {}).get("volumes") or []:
-            name, kind = volume.get("name", ""), _kind(volume)
+        for volume in pod.volumes:
+            name, kind = volume.name, volume.kind
             if kind not in PLUGIN_DIRS:
                 continue
             try:
-                payload = await self._payload(pod, kind, volume.get(kind) or {})
-                await asyncio.to_thread(_write, paths[name], payload, kind in IN_MEMORY,
-                                        int(fs_group) if fs_group is not None else None)
+                payload = await self._payload(pod, kind, volume.source)
+                await asyncio.to_thread(_write, directories[name], payload, kind in IN_MEMORY, pod.fs_group)
             except (MountError, OSError, subprocess.CalledProcessError) as e:
                 failed[name] = str(e)
         return failed
@@ -194,6 +186,6 @@ class ApiVolumes:
         except kube_errors.KubeError as e:
             raise MountError(f"failed to fetch token: {e.message or e}") from None
         fs_user = fs_user_of(pod)
-        if fs_user is not None or (pod.raw.get("spec", {}).get("securityContext") or {}).get("fsGroup") is not None:
+        if fs_user is not None or pod.fs_group is not None:
             mode = 0o600  # the kubelet's: readable by the pod's one user, or 0640 after the fsGroup step
         return {source.get("path", "token"): FileProjection(token.encode(), mode, fs_user)}

@@ -1,7 +1,7 @@
 """Node-local volumes: emptyDir (disk, or tmpfs for medium Memory) and hostPath (with its type
 checks), laid out as the kubelet lays them out and torn down with the pod.
 
-    <root-dir>/pods/<uid>/volumes/kubernetes.io~empty-dir/<name>
+    <root-dir>/pods/<uid>/volumes/kubernetes.io~empty-dir/<name>   (runtime/paths.py)
 
 Volumes from the API or the pod itself (configMap, secret, downwardAPI, projected) are in api.py.
 """
@@ -17,9 +17,8 @@ from typing import Any
 from pykubelet.api.pod import Container, Pod
 from pykubelet.api.quantity import quantity_bytes
 from pykubelet.cri.v1 import api_pb2 as api
+from pykubelet.runtime import paths
 from pykubelet.runtime.env import ContainerConfigError
-
-SUPPORTED_VOLUME_TYPES = ("emptyDir", "hostPath")
 
 _HOST_PATH_CHECKS = {
     "Directory": (stat.S_ISDIR, "a directory"),
@@ -30,20 +29,12 @@ _HOST_PATH_CHECKS = {
 }
 
 
-def pod_dir(root_dir: str, uid: str) -> str:
-    return os.path.join(root_dir, "pods", uid)
-
-
-def volume_type(volume: dict[str, Any]) -> str:
-    return next((k for k in volume if k != "name"), "")
-
-
 def _mounted(path: str) -> bool:
     return os.path.ismount(path)
 
 
 def _empty_dir(root_dir: str, pod: Pod, name: str, source: dict[str, Any]) -> str:
-    path = os.path.join(pod_dir(root_dir, pod.uid), "volumes", "kubernetes.io~empty-dir", name)
+    path = paths.volume_dir(root_dir, pod.uid, "kubernetes.io~empty-dir", name)
     os.makedirs(path, exist_ok=True)
     if (source or {}).get("medium") == "Memory" and not _mounted(path):
         options = "mode=0777"
@@ -51,11 +42,11 @@ def _empty_dir(root_dir: str, pod: Pod, name: str, source: dict[str, Any]) -> st
             options += f",size={quantity_bytes(source['sizeLimit'])}"
         subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", path], check=True, capture_output=True)
     os.chmod(path, 0o777)  # the kubelet's emptyDir is world-writable, so any runAsUser can use it
-    fs_group = (pod.raw.get("spec", {}).get("securityContext") or {}).get("fsGroup")
+    fs_group = pod.fs_group
     if fs_group is not None:
         # The kubelet's volume ownership step: the fsGroup owns it, and files made in it inherit
         # that group (setgid), so every container of the pod shares them.
-        os.chown(path, -1, int(fs_group))
+        os.chown(path, -1, fs_group)
         os.chmod(path, 0o2777)
     return path
 
@@ -86,12 +77,11 @@ def _host_path(name: str, source: dict[str, Any]) -> str:
 def setup_volumes(root_dir: str, pod: Pod) -> dict[str, str]:
     """Volume name -> host path, creating what is missing (idempotent)."""
     out = {}
-    for volume in pod.raw.get("spec", {}).get("volumes") or []:
-        name, kind = volume.get("name", ""), volume_type(volume)
-        if kind == "emptyDir":
-            out[name] = _empty_dir(root_dir, pod, name, volume.get("emptyDir") or {})
-        elif kind == "hostPath":
-            out[name] = _host_path(name, volume.get("hostPath") or {})
+    for volume in pod.volumes:
+        if volume.kind == "emptyDir":
+            out[volume.name] = _empty_dir(root_dir, pod, volume.name, volume.source)
+        elif volume.kind == "hostPath":
+            out[volume.name] = _host_path(volume.name, volume.source)
     return out
 
 
@@ -103,32 +93,32 @@ def container_mounts(pod: Pod, container: Container, volumes: dict[str, str],
     secret...). Mounts of volume types not supported yet are left out: the pod was warned about
     at admission (UnsupportedFields).
     """
-    declared = {v.get("name") for v in pod.raw.get("spec", {}).get("volumes") or []}
+    declared = {v.name for v in pod.volumes}
     mounts = []
-    for mount in container.raw.get("volumeMounts") or []:
-        name = mount.get("name", "")
+    for mount in container.volume_mounts:
+        name = mount.name
         if name not in declared:
             raise ContainerConfigError(f"volumeMount {name!r}: the pod has no volume of that name")
         if name not in volumes:
             continue
         host = volumes[name]
-        if mount.get("subPath"):
-            sub = os.path.normpath(mount["subPath"])
+        if mount.sub_path:
+            sub = os.path.normpath(mount.sub_path)
             if sub.startswith("..") or os.path.isabs(sub):
-                raise ContainerConfigError(f"volumeMount {name!r}: subPath {mount['subPath']!r} must stay inside")
+                raise ContainerConfigError(f"volumeMount {name!r}: subPath {mount.sub_path!r} must stay inside")
             host = os.path.join(host, sub)
             if not os.path.exists(host):
                 os.makedirs(host, mode=0o777, exist_ok=True)  # the kubelet creates a missing subPath
-        mounts.append(api.Mount(container_path=mount.get("mountPath", ""), host_path=host,
-                                readonly=bool(mount.get("readOnly", False)) or name in read_only))
+        mounts.append(api.Mount(container_path=mount.mount_path, host_path=host,
+                                readonly=mount.read_only or name in read_only))
     return mounts
 
 
 def teardown_volumes(root_dir: str, uid: str) -> None:
     """Unmount the pod's tmpfs volumes (emptyDir, secret...) and remove its directory (hostPath
     data is never touched)."""
-    base = pod_dir(root_dir, uid)
-    volumes = os.path.join(base, "volumes")
+    base = paths.pod_dir(root_dir, uid)
+    volumes = paths.volumes_dir(root_dir, uid)
     for plugin in os.listdir(volumes) if os.path.isdir(volumes) else []:
         for name in os.listdir(os.path.join(volumes, plugin)):
             path = os.path.join(volumes, plugin, name)
@@ -140,7 +130,7 @@ def teardown_volumes(root_dir: str, uid: str) -> None:
 def remove_orphaned_pod_dirs(root_dir: str, keep: set[str]) -> list[str]:
     """Tear down <root-dir>/pods/<uid> of pods nothing knows any more (the kubelet's
     cleanupOrphanedPodDirs): removed while the agent was down, their containers gone too."""
-    base = os.path.join(root_dir, "pods")
+    base = paths.pods_dir(root_dir)
     orphans = [uid for uid in (os.listdir(base) if os.path.isdir(base) else []) if uid not in keep]
     for uid in orphans:
         teardown_volumes(root_dir, uid)

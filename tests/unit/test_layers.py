@@ -1,4 +1,4 @@
-"""The layering of DESIGN.md holds: outer layers import inner ones, never the reverse."""
+"""The layering of docs/ARCHITECTURE.md holds: outer layers import inner ones, never the reverse."""
 
 from __future__ import annotations
 

@@ -1,0 +1,34 @@
+"""Housekeeping (the kubelet's HandlePodCleanups), every 2 s once every pod source has spoken:
+terminate the runtime's pods no source wants, restart missing workers, and remove the
+directories of pods nothing knows any more.
+
+Only once every source delivered its first set, or a restarted agent would kill pods it simply
+has not read yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from pykubelet.pleg.cache import RuntimeCache
+from pykubelet.pods.dispatcher import PodDispatcher
+from pykubelet.util.log import get_logger
+from pykubelet.volumes import local as local_volumes
+
+log = get_logger(__name__)
+
+HOUSEKEEPING_SECONDS = 2.0  # the kubelet's housekeeping period
+
+
+async def housekeeping(dispatcher: PodDispatcher, cache: RuntimeCache, relisted: asyncio.Event,
+                       sources_ready: list[asyncio.Event], root_dir: str) -> None:
+    for event in sources_ready:
+        await event.wait()
+    while True:
+        await relisted.wait()
+        runtime_uids = cache.uids()
+        dispatcher.housekeeping(runtime_uids, cache.listed or 0)
+        known = set(dispatcher.desired) | set(dispatcher.workers) | runtime_uids
+        for uid in await asyncio.to_thread(local_volumes.remove_orphaned_pod_dirs, root_dir, known):
+            log.info("Removed the directory of an orphaned pod", uid=uid)
+        await asyncio.sleep(HOUSEKEEPING_SECONDS)

@@ -1,0 +1,147 @@
+"""Stopping a pod's containers and sandboxes, and cleaning up after a pod that is gone:
+the kubelet's killContainer (preStop inside the grace period, then StopContainer), KillPod,
+garbage collection of dead instances, and the final cleanup of a removed pod.
+
+Only a pod's worker calls these, so nothing here races with itself for the same pod.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+
+from pykubelet.api.pod import Pod
+from pykubelet.kube.events import NORMAL, WARNING, EventRecorder, pod_ref
+from pykubelet.probes.hooks import run_hook
+from pykubelet.runtime import cgroups, gc, paths, specs
+from pykubelet.runtime.service import Runtime
+from pykubelet.runtime.state import ContainerState, PodRuntimeState
+from pykubelet.util.backoff import Backoff
+from pykubelet.volumes import api as api_volumes
+from pykubelet.volumes import local as local_volumes
+from pykubelet.util.log import get_logger
+
+log = get_logger(__name__)
+
+MIN_GRACE_AFTER_PRE_STOP = 2  # the kubelet's minimal shutdown window, so a slow preStop does not mean SIGKILL at once
+
+
+def _pod_desc(pod: Pod) -> str:
+    """How the kubelet names a pod in messages: name_namespace(uid)."""
+    return f"{pod.name}_{pod.namespace}({pod.uid})"
+
+
+def _recorded_hook(annotation: str) -> dict | None:
+    try:
+        hook = json.loads(annotation) if annotation else None
+    except ValueError:
+        return None  # not ours: someone else wrote the annotation
+    return hook if isinstance(hook, dict) else None
+
+
+class PodKiller:
+    def __init__(self, cri: Runtime, recorder: EventRecorder, node: specs.NodeFacts,
+                 api_volumes: api_volumes.ApiVolumes, backoffs: tuple[Backoff, ...]):
+        self.cri = cri
+        self.recorder = recorder
+        self.node = node
+        self.api_volumes = api_volumes
+        self.backoffs = backoffs  # forgotten with the pod
+
+    def _event(self, pod: Pod, container: str | None, kind: str, reason: str, message: str) -> None:
+        self.recorder.record(pod_ref(pod.namespace, pod.name, pod.uid, container), kind, reason, message)
+
+    def pod_ip(self, pod: Pod | None, state: PodRuntimeState) -> str:
+        """The address preStop hooks reach the pod at (an orphan's: its sandbox's)."""
+        return state.pod_ip(pod is not None and pod.host_network, self.node.host_ip)
+
+    async def stop_container(self, pod: Pod | None, name: str, container_id: str, why: str, grace: int,
+                              pod_ip: str = "", message: str = "", recorded: ContainerState | None = None,
+                              state: PodRuntimeState | None = None) -> None:
+        """The kubelet's killContainer: the preStop hook first, inside the grace period; the
+        stop gets what is left (at least MIN_GRACE_AFTER_PRE_STOP seconds).
+
+        Without the pod's spec (an orphan), the hook the container recorded in its annotations runs.
+        """
+        log.info("Killing container", pod=pod.full_name if pod else "", container=name, id=container_id[:13],
+                 reason=why, gracePeriod=grace)
+        if pod is not None:
+            self._event(pod, name, NORMAL, "Killing", message or f"Stopping container {name}")
+            container = next((c for c in (*pod.init_containers, *pod.containers) if c.name == name), None)
+            spec = container.raw if container is not None else {"name": name}
+            pre_stop, pod_desc = container.pre_stop if container is not None else None, _pod_desc(pod)
+        else:
+            spec = {"name": name}
+            pre_stop = _recorded_hook(recorded.pre_stop) if recorded is not None else None
+            pod_desc = f"{state.name}_{state.namespace}({state.uid})" if state is not None else ""
+        if pre_stop and grace > 0:
+            loop = asyncio.get_running_loop()
+            began = loop.time()
+            try:
+                failure = await asyncio.wait_for(
+                    run_hook(self.cri, pre_stop, spec, container_id, pod_ip, pod_desc, grace), grace)
+            except asyncio.TimeoutError:
+                failure = ""
+                log.info("PreStop hook not completed in grace period", pod=pod_desc, container=name,
+                         gracePeriod=grace)
+            if failure:
+                log.error("PreStop hook failed", pod=pod_desc, container=name, err=failure)
+                if pod is not None:
+                    self._event(pod, name, WARNING, "FailedPreStopHook", failure)
+            grace = max(MIN_GRACE_AFTER_PRE_STOP, grace - int(loop.time() - began))
+        await self.cri.stop_container(container_id, grace)
+
+    async def stop_sandboxes(self, state: PodRuntimeState, only_ready: bool = True) -> None:
+        await asyncio.gather(*(self.cri.stop_pod_sandbox(s.id) for s in state.sandboxes
+                               if s.ready or not only_ready))
+
+    async def kill_pod(self, pod: Pod | None, state: PodRuntimeState, grace: int) -> None:
+        """Stop every running container (SIGTERM, SIGKILL after grace), then every sandbox.
+
+        Stopping a sandbox that is already not ready is how its network gets torn down.
+        """
+        pod_ip = self.pod_ip(pod, state)
+        await asyncio.gather(*(self.stop_container(pod, c.name, c.id, "Stopping pod", grace, pod_ip,
+                                                    recorded=c, state=state)
+                               for c in state.running()))
+        await self.stop_sandboxes(state, only_ready=False)
+
+    async def prune(self, state: PodRuntimeState) -> bool:
+        """Remove dead containers and sandboxes the GC policy does not keep, with their logs;
+        True if anything was removed."""
+        containers, sandboxes = gc.dead_to_remove(state)
+        for c in state.containers:
+            if c.id in containers:
+                await self._remove_container(c)
+        for sandbox_id in sandboxes:
+            await self.cri.remove_pod_sandbox(sandbox_id)
+        return bool(containers or sandboxes)
+
+    async def _remove_container(self, c: ContainerState) -> None:
+        await self.cri.remove_container(c.id)
+        if c.log_path:
+            try:
+                os.remove(c.log_path)
+            except FileNotFoundError:
+                pass
+
+    async def terminate(self, pod: Pod | None, state: PodRuntimeState, grace: int) -> None:
+        """Stop and remove everything of a pod that is gone (`pod` None: an orphan the runtime
+        held), then its log directory, volumes and cgroups."""
+        uid = state.uid
+        namespace, name = (state.namespace, state.name) if state.name or pod is None else (pod.namespace, pod.name)
+        await self.kill_pod(pod, state, grace)
+        for c in state.containers:
+            await self._remove_container(c)
+        for s in state.sandboxes:
+            await self.cri.remove_pod_sandbox(s.id)
+        if name:
+            shutil.rmtree(paths.pod_log_dir(self.node.pod_logs_dir, namespace, name, uid), ignore_errors=True)
+        self.api_volumes.forget(uid)
+        await asyncio.to_thread(local_volumes.teardown_volumes, self.node.root_dir, uid)
+        await asyncio.to_thread(cgroups.remove_pod_cgroups, uid, self.node.cgroup_root)
+        for backoff in self.backoffs:
+            backoff.forget(uid)
+        log.info("Pod terminated and cleaned up", pod=f"{namespace}/{name}", uid=uid)

@@ -1,0 +1,49 @@
+"""What a new pod status keeps of the previous one (the kubelet's status manager rules).
+
+The previous status is the one this agent last computed, or, for a pod it has not computed one
+for yet (just restarted), the one the apiserver holds: the pod's own, or its mirror pod's for a
+static pod. So an agent restart changes none of these:
+- `startTime` never changes once set;
+- a condition whose status did not change keeps its `lastTransitionTime`;
+- a container the runtime holds nothing of (yet) keeps its `restartCount` and `lastState`, and
+  a terminated state stays terminated.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+Status = dict[str, Any]
+
+
+def _carry_containers(new: list[dict[str, Any]], old: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    before = {c.get("name"): c for c in old}
+    out = []
+    for status in new:
+        previous = before.get(status.get("name"))
+        if "containerID" not in status and previous is not None and previous.get("containerID"):
+            if "terminated" in (previous.get("state") or {}):
+                status = copy.deepcopy(previous)
+            else:
+                status = {**status, "restartCount": previous.get("restartCount", 0),
+                          "lastState": copy.deepcopy(previous.get("lastState") or {})}
+        out.append(status)
+    return out
+
+
+def carry_over(previous: Status | None, status: Status) -> Status:
+    """`status` with what it keeps of `previous` (changed in place and returned)."""
+    if not previous:
+        return status
+    if previous.get("startTime"):
+        status["startTime"] = previous["startTime"]
+    before = {c.get("type"): c for c in previous.get("conditions") or []}
+    for condition in status.get("conditions") or []:
+        old = before.get(condition["type"])
+        if old is not None and old.get("status") == condition["status"] and old.get("lastTransitionTime"):
+            condition["lastTransitionTime"] = old["lastTransitionTime"]
+    for key in ("containerStatuses", "initContainerStatuses"):
+        if key in status and previous.get(key):
+            status[key] = _carry_containers(status[key], previous[key])
+    return status

@@ -1,0 +1,149 @@
+"""The pod path on the fake runtime: start, restart policies with the kubelet's back-off, init
+containers and sidecars in order, a dead sandbox, and termination with grace and preStop."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from pykubelet.cri.v1 import api_pb2 as api
+from tests.fakes.runtime import FakeRuntime
+from tests.unit.core.harness import Core, clock, pod, until
+
+pytestmark = pytest.mark.looptime
+
+
+@pytest.fixture
+async def node(tmp_path):
+    runtime = FakeRuntime(clock)
+    core = Core(runtime, tmp_path).start()
+    yield core
+    await core.stop()
+
+
+async def test_a_pod_starts_and_reports_running_with_its_ip(node):
+    node.dispatcher.set_pods([pod()])
+    await until(lambda: node.status().get("phase") == "Running", what="Running")
+    assert node.status()["podIP"].startswith("10.88.0.")
+    assert node.container()["ready"] is True and node.container()["restartCount"] == 0
+    assert node.condition("Ready")["status"] == "True"
+    assert [c.metadata.name for c in node.runtime.containers.values()] == ["app"]
+
+
+async def test_a_sync_reads_the_cache_and_lists_the_runtime_only_through_the_pleg(node):
+    node.dispatcher.set_pods([pod()])
+    await until(lambda: node.status().get("phase") == "Running")
+    # Ten syncs that change nothing (spec updates of the same pod) list nothing and inspect nothing.
+    await asyncio.sleep(0.5)
+    lists, statuses = node.runtime.count("ListContainers"), node.runtime.count("ContainerStatus")
+    relists = node.pleg.last_relist
+    worker = node.dispatcher.workers["uid-web"]
+    for _ in range(10):
+        worker.wake()
+        await asyncio.sleep(0)
+    await asyncio.sleep(0.001)
+    assert node.runtime.count("ListContainers") - lists <= 1  # at most the PLEG's own tick
+    assert node.runtime.count("ContainerStatus") == statuses
+    assert node.pleg.last_relist >= relists
+
+
+async def test_restart_policy_always_restarts_with_the_kubelets_back_off(node):
+    node.runtime.behave("app", exit_code=1)
+    node.dispatcher.set_pods([pod()])
+    await until(lambda: len(node.runtime.started("app")) >= 4, timeout=200, what="three restarts")
+    starts = node.runtime.started("app")
+    gaps = [round(b - a) for a, b in zip(starts, starts[1:])]
+    assert gaps == [0, 10, 20]  # the first restart at once, then 10 s doubling
+    await until(lambda: node.container().get("state", {}).get("waiting", {}).get("reason") == "CrashLoopBackOff")
+    assert node.container()["lastState"]["terminated"]["exitCode"] == 1
+    assert node.container()["restartCount"] >= 3
+
+
+@pytest.mark.parametrize("policy, code, phase, instances", [
+    ("Never", 3, "Failed", 1),
+    ("OnFailure", 0, "Succeeded", 1),
+    ("Never", 0, "Succeeded", 1),
+])
+async def test_restart_policies_that_end_the_pod(node, policy, code, phase, instances):
+    node.runtime.behave("app", exit_code=code)
+    node.dispatcher.set_pods([pod(restartPolicy=policy)])
+    await until(lambda: node.status().get("phase") == phase, what=phase)
+    await asyncio.sleep(30)
+    assert len(node.runtime.started("app")) == instances
+    assert node.container()["state"]["terminated"]["exitCode"] == code
+    # A pod done for good has its sandbox stopped and keeps its exited container.
+    assert all(s.state == api.SANDBOX_NOTREADY for s in node.runtime.sandboxes.values())
+
+
+async def test_on_failure_restarts_a_failed_container_until_it_succeeds(node):
+    node.runtime.behave("app", exit_code=1)
+    node.dispatcher.set_pods([pod(restartPolicy="OnFailure")])
+    await until(lambda: len(node.runtime.started("app")) == 2, what="a restart")
+    node.runtime.behave("app", exit_code=0)
+    await until(lambda: node.status().get("phase") == "Succeeded", what="Succeeded")
+    assert node.container()["restartCount"] == 2
+
+
+async def test_init_containers_run_one_at_a_time_then_sidecars_then_the_app(node):
+    for name in ("init1", "init2"):
+        node.runtime.behave(name, exit_code=0)
+    spec = pod(initContainers=[{"name": "init1", "image": "busybox:1.36"},
+                               {"name": "side", "image": "busybox:1.36", "restartPolicy": "Always"},
+                               {"name": "init2", "image": "busybox:1.36"}])
+    node.dispatcher.set_pods([spec])
+    await until(lambda: node.status().get("phase") == "Running", what="Running")
+    order = [name for name, _ in node.runtime.starts]
+    assert order == ["init1", "side", "init2", "app"]
+    assert node.runtime.running("side") and node.runtime.running("app")
+    assert node.condition("Initialized")["status"] == "True"
+
+
+async def test_a_failed_init_container_with_restart_policy_never_fails_the_pod(node):
+    node.runtime.behave("init", exit_code=2)
+    node.dispatcher.set_pods([pod(restartPolicy="Never", initContainers=[{"name": "init", "image": "busybox:1.36"}])])
+    await until(lambda: node.status().get("phase") == "Failed", what="Failed")
+    assert node.runtime.started("app") == []
+    assert node.condition("Initialized")["status"] == "False"
+
+
+async def test_a_dead_sandbox_is_replaced_by_the_next_attempt_and_its_containers_restarted(node):
+    node.dispatcher.set_pods([pod()])
+    await until(lambda: node.status().get("phase") == "Running")
+    first_ip = node.status()["podIP"]
+    node.runtime.kill_sandbox("uid-web")
+    await until(lambda: any(s.metadata.attempt == 1 and s.state == api.SANDBOX_READY
+                            for s in node.runtime.sandboxes.values()), what="attempt 1")
+    await until(lambda: node.runtime.running("app") and node.status().get("podIP") not in (None, first_ip))
+    assert node.runtime.running("app")[0].metadata.attempt == 1  # the restart count goes on
+    assert node.container()["restartCount"] == 1
+
+
+async def test_removal_runs_pre_stop_then_stops_within_what_is_left_of_the_grace(node):
+    node.runtime.behave("app", ignores_sigterm=True)
+    spec = pod(terminationGracePeriodSeconds=20,
+               containers=[{"name": "app", "image": "busybox:1.36",
+                            "lifecycle": {"preStop": {"sleep": {"seconds": 5}}}}])
+    node.dispatcher.set_pods([spec])
+    await until(lambda: node.status().get("phase") == "Running")
+    removed_at = asyncio.get_running_loop().time()
+    node.dispatcher.set_pods([])
+    await until(lambda: not node.runtime.containers and not node.runtime.sandboxes, what="everything removed")
+    gone_at = asyncio.get_running_loop().time()
+    (name, grace, stopped_at), = node.runtime.stops
+    assert (name, grace) == ("app", 15)  # 20 s less the 5 s the preStop hook slept
+    assert stopped_at - (removed_at + 1700000000.0) == pytest.approx(5, abs=0.1)
+    assert gone_at - removed_at == pytest.approx(20, abs=0.2)  # SIGKILL at the end of the grace period
+    assert node.statuses.get("uid-web") is None
+    assert "uid-web" not in node.dispatcher.workers
+
+
+async def test_an_exec_pre_stop_hook_runs_in_the_container_before_it_is_stopped(node):
+    spec = pod(containers=[{"name": "app", "image": "busybox:1.36",
+                            "lifecycle": {"preStop": {"exec": {"command": ["drain", "now"]}}}}])
+    node.dispatcher.set_pods([spec])
+    await until(lambda: node.status().get("phase") == "Running")
+    node.dispatcher.set_pods([])
+    await until(lambda: not node.runtime.containers)
+    assert node.runtime.execs == [("app", ["drain", "now"])]
+    assert node.runtime.calls.index("ExecSync") < node.runtime.calls.index("StopContainer")
