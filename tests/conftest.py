@@ -31,26 +31,33 @@ def _touched_the_machine(items: list[pytest.Item]) -> bool:
     return False
 
 
-def _release_like_the_next_agent() -> None:
+RELEASED_BY_THE_NEXT_AGENT = ("ip", "attachment", "rule", "cgroup")
+
+
+def _release_like_the_next_agent(found: list) -> None:
     """The runtime and cluster tiers remove their pods through CRI after stopping the agent,
-    as a crashed node's pods would go. Their network (IP, portmap rules) is then released by
-    the next agent of that node when it starts — so start it, once, and wait until it has."""
+    as a crashed node's pods would go. Their network (IP, portmap rules) and cgroups are then
+    released by the next agent of that node when it starts (the network at once, cgroups in
+    housekeeping) — so start it, once, and wait until it has."""
     from tests.helpers import wait_for
     from tests.runtime.conftest import SHARED_NETWORK_STATE, AgentProcess
 
-    if not SHARED_NETWORK_STATE.exists():
+    node = Node(root_dirs=[str(SHARED_NETWORK_STATE.parent)])
+
+    async def held() -> list:
+        return [leak for leak in not_in(await account(node), found) if leak.kind in RELEASED_BY_THE_NEXT_AGENT]
+    if not run_to_completion(held()):
         return
     with tempfile.TemporaryDirectory(prefix="pkl-last-agent-") as tmp:
         workdir = pathlib.Path(tmp)
         (workdir / "manifests").mkdir()
         agent = AgentProcess(workdir, workdir / "manifests").start()
-        node = Node(root_dirs=[str(SHARED_NETWORK_STATE.parent)])
 
         async def released() -> bool:
-            return not [leak for leak in await account(node) if leak.kind in ("ip", "attachment", "rule")]
+            return not await held()
         try:
-            run_to_completion(wait_for(released, 60, "the next agent to release the network of removed pods",
-                                 interval=0.5, describe=agent.describe))
+            run_to_completion(wait_for(released, 90, "the next agent to release the network and cgroups of "
+                                       "removed pods", interval=0.5, describe=agent.describe))
         finally:
             agent.shutdown()
 
@@ -72,7 +79,7 @@ def machine_left_as_found(request):
     pods_left = [leak for leak in not_in(run_to_completion(account(node, expect_no_pods=True)), found)
                  if leak.kind in ("sandbox", "container")]
     if not pods_left:
-        _release_like_the_next_agent()
+        _release_like_the_next_agent(found)
     leaks = run_to_completion(account(node, expect_no_pods=True))
     left = not_in(leaks, found)
     if before := [leak for leak in leaks if leak not in left]:

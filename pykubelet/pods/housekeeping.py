@@ -1,6 +1,7 @@
 """Housekeeping (the kubelet's HandlePodCleanups), every 2 s once every pod source has spoken:
 terminate the runtime's pods no source wants, restart missing workers, and remove the
-directories of pods nothing knows any more.
+directories and cgroups of pods nothing knows any more (a pod removed while the agent was down,
+or whose cleanup was cut short, leaves them).
 
 Only once every source delivered its first set, or a restarted agent would kill pods it simply
 has not read yet.
@@ -12,12 +13,14 @@ import asyncio
 
 from pykubelet.pleg.cache import RuntimeCache
 from pykubelet.pods.dispatcher import PodDispatcher
+from pykubelet.runtime import cgroups
 from pykubelet.util.log import get_logger
 from pykubelet.volumes import local as local_volumes
 
 log = get_logger(__name__)
 
 HOUSEKEEPING_SECONDS = 2.0  # the kubelet's housekeeping period
+ORPHAN_CGROUP_QUIET_SECONDS = 10.0  # see cgroups.orphaned_pod_cgroups
 
 
 async def housekeeping(dispatcher: PodDispatcher, cache: RuntimeCache, relisted: asyncio.Event,
@@ -31,4 +34,7 @@ async def housekeeping(dispatcher: PodDispatcher, cache: RuntimeCache, relisted:
         known = set(dispatcher.desired) | set(dispatcher.workers) | runtime_uids
         for uid in await asyncio.to_thread(local_volumes.remove_orphaned_pod_dirs, root_dir, known):
             log.info("Removed the directory of an orphaned pod", uid=uid)
+        for uid in await asyncio.to_thread(cgroups.orphaned_pod_cgroups, known, ORPHAN_CGROUP_QUIET_SECONDS):
+            await asyncio.to_thread(cgroups.remove_pod_cgroups, uid)
+            log.info("Removed the cgroup of an orphaned pod", uid=uid)
         await asyncio.sleep(HOUSEKEEPING_SECONDS)

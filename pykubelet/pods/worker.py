@@ -105,7 +105,7 @@ class PodWorker:
                     with metrics.POD_WORKER_DURATION.labels("sync").time():
                         delay = await self._sync()
                     error_delay = ERROR_RETRY_MIN
-                except errors.CRIError as e:
+                except (errors.CRIError, OSError) as e:  # the runtime, or the node's disk (full, say)
                     log.error("Pod sync failed; will retry", pod=self.name, err=str(e), retryIn=error_delay)
                     delay, error_delay = error_delay, min(error_delay * 2, ERROR_RETRY_MAX)
         except asyncio.CancelledError:

@@ -11,6 +11,8 @@ own directory is ours to remove.
 from __future__ import annotations
 
 import os
+import time
+from typing import Callable
 
 from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.util.log import get_logger
@@ -24,15 +26,65 @@ QOS_TIERS = ("", "burstable", "besteffort")
 
 def pod_cgroup_dirs(uid: str, root: str = CGROUP_ROOT, kubepods: str = KUBEPODS) -> list[str]:
     """Every existing directory of the pod's cgroup, one per hierarchy (v1 and unified)."""
-    hierarchies = [root] + [os.path.join(root, h) for h in sorted(os.listdir(root))
-                            if os.path.isdir(os.path.join(root, h)) and not os.path.islink(os.path.join(root, h))]
     out = []
-    for hierarchy in hierarchies:
+    for hierarchy in _hierarchies(root):
         for tier in QOS_TIERS:
             path = os.path.join(hierarchy, kubepods, tier, f"pod{uid}")
             if os.path.isdir(path):
                 out.append(path)
     return out
+
+
+def _hierarchies(root: str) -> list[str]:
+    return [root] + [os.path.join(root, h) for h in sorted(os.listdir(root))
+                     if os.path.isdir(os.path.join(root, h)) and not os.path.islink(os.path.join(root, h))]
+
+
+def pod_cgroups(root: str = CGROUP_ROOT, kubepods: str = KUBEPODS) -> dict[str, list[str]]:
+    """Every pod cgroup on the machine: pod UID -> its directories (all hierarchies and tiers)."""
+    found: dict[str, list[str]] = {}
+    for hierarchy in _hierarchies(root):
+        for tier in QOS_TIERS:
+            parent = os.path.join(hierarchy, kubepods, tier)
+            try:
+                names = os.listdir(parent)
+            except OSError:
+                continue
+            for name in names:
+                if name.startswith("pod") and os.path.isdir(os.path.join(parent, name)):
+                    found.setdefault(name.removeprefix("pod"), []).append(os.path.join(parent, name))
+    return found
+
+
+def _holds_processes(path: str) -> bool:
+    for dirpath, _, files in os.walk(path):
+        if "cgroup.procs" in files:
+            try:
+                with open(os.path.join(dirpath, "cgroup.procs")) as f:
+                    if f.read().strip():
+                        return True
+            except OSError:
+                return True  # cannot tell: leave it
+    return False
+
+
+def orphaned_pod_cgroups(known: set[str], quiet_seconds: float, root: str = CGROUP_ROOT,
+                         clock: Callable[[], float] = time.time) -> list[str]:
+    """UIDs of pod cgroups that no pod owns: not in `known`, holding no process, and untouched for
+    `quiet_seconds` (the kubelet's cleanupOrphanedPodCgroups, with one caution of ours: several
+    nodes of a test bed share one cgroup tree, and another node's pod has its cgroup a moment
+    before its sandbox starts in it)."""
+    orphans = []
+    for uid, paths in pod_cgroups(root).items():
+        if uid in known:
+            continue
+        try:
+            quiet = all(clock() - os.stat(p).st_mtime >= quiet_seconds for p in paths)
+        except OSError:
+            continue  # going away already
+        if quiet and not any(_holds_processes(p) for p in paths):
+            orphans.append(uid)
+    return orphans
 
 
 def remove_pod_cgroups(uid: str, root: str = CGROUP_ROOT) -> None:

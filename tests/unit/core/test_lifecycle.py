@@ -147,3 +147,13 @@ async def test_an_exec_pre_stop_hook_runs_in_the_container_before_it_is_stopped(
     await until(lambda: not node.runtime.containers)
     assert node.runtime.execs == [("app", ["drain", "now"])]
     assert node.runtime.calls.index("ExecSync") < node.runtime.calls.index("StopContainer")
+
+
+async def test_a_node_disk_that_refuses_the_pods_directories_is_retried_not_fatal(node, tmp_path):
+    logs = tmp_path / "logs"
+    logs.write_text("in the way: no directory can be made below it")  # what a full disk does to mkdir
+    node.dispatcher.set_pods([pod()])
+    await asyncio.sleep(5)
+    assert not node.runtime.sandboxes and node.status().get("phase") != "Running"
+    logs.unlink()  # space again
+    await until(lambda: node.status().get("phase") == "Running", what="Running once the disk takes it")
