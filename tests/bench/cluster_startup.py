@@ -11,6 +11,8 @@ pods on the only Ready node): (a) API create -> Running seen by a watch, pods on
 from __future__ import annotations
 
 import argparse
+import contextlib
+import glob
 import asyncio
 import json
 import os
@@ -70,6 +72,11 @@ class Watcher:
                 self.terminated_at.setdefault(name, now)
 
 
+DEVICE_PLUGINS = "/var/lib/kubelet/device-plugins"  # the real kubelet makes it whatever its --root-dir
+POD_LOGS = "/var/log/pods"
+BENCH_NAMESPACE_PREFIX = "t-bench-"
+
+
 class NodeAgent:
     """One node agent process joined as node `name`."""
 
@@ -95,8 +102,10 @@ class NodeAgent:
                                    "x509": {"clientCAFile": str(STATE / "pki" / "ca.crt")}},
                 "authorization": {"mode": "Webhook"}, "port": free_port(), "healthzPort": free_port(),
                 "readOnlyPort": 0}))
+            # --cert-dir does not follow --root-dir; the device plugin dir is fixed: note whether it was there.
+            self.made_device_plugins = not os.path.exists(DEVICE_PLUGINS)
             argv = [str(BIN / "kubelet"), "--config", str(config), "--root-dir", str(root),
-                    "--hostname-override", self.node]
+                    "--cert-dir", str(root / "pki"), "--hostname-override", self.node]
         else:
             argv = [sys.executable, "-m", "pykubelet.cli",
                     "--pod-manifest-path", str(manifests), "--root-dir", str(root),
@@ -119,6 +128,14 @@ class NodeAgent:
             kubectl("delete", "node", self.node, "--wait=false", check=False)
         root = self.workdir / "root"
         subprocess.run(["umount", "-R", str(root)], capture_output=True)  # the real kubelet bind-mounts it
+        if self.kind == "kubelet":
+            if getattr(self, "made_device_plugins", False):
+                shutil.rmtree(DEVICE_PLUGINS, ignore_errors=True)
+                with contextlib.suppress(OSError):
+                    os.rmdir(os.path.dirname(DEVICE_PLUGINS))  # /var/lib/kubelet, if nothing else is in it
+            # The real kubelet leaves the log directories of the pods it ran until its next GC.
+            for entry in glob.glob(os.path.join(POD_LOGS, f"{BENCH_NAMESPACE_PREFIX}*")):
+                shutil.rmtree(entry, ignore_errors=True)
 
 
 def ready_untainted(node_name: str) -> bool:
