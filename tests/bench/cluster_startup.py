@@ -74,7 +74,7 @@ class Watcher:
 
 DEVICE_PLUGINS = "/var/lib/kubelet/device-plugins"  # the real kubelet makes it whatever its --root-dir
 POD_LOGS = "/var/log/pods"
-BENCH_NAMESPACE_PREFIX = "t-bench-"
+BENCH_NAMESPACE_PREFIX = "t-"  # every bench namespace: t-bench-*, t-density-*, t-churn-*
 
 
 class NodeAgent:
@@ -116,6 +116,12 @@ class NodeAgent:
             argv += ["--kubeconfig", str(kubeconfig)]
         log = open(self.workdir / f"{self.kind}.log", "wb")
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join((self.workdir / f"{self.kind}.log").read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:

@@ -13,6 +13,7 @@ tests/bench/cluster_startup.py):
 from __future__ import annotations
 
 import argparse
+import json
 import asyncio
 import os
 import pathlib
@@ -91,8 +92,15 @@ async def cluster_density(kind: str, kube: KubeClient, cri: CRIClient, args: arg
             await kube.create(path, body)
         start = time.perf_counter()
         await asyncio.gather(*(create(i) for i in range(args.pods)))
+        def stuck() -> str:
+            phases: dict[str, int] = {}
+            for item in json.loads(kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]:
+                phase = item.get("status", {}).get("phase", "?")
+                phases[phase] = phases.get(phase, 0) + 1
+            return (f"the watch saw {len(watcher.running_at)} Running; the API has {phases}\n"
+                    f"{kind}'s log:\n{agent.log_tail()}")
         await wait_for(lambda: all(n in watcher.running_at for n in created), 600,
-                       f"all {args.pods} pods Running", interval=0.05)
+                       f"all {args.pods} pods Running", interval=0.05, describe=stuck)
         out.all_running_s = max(watcher.running_at.values()) - start
         out.per_pod_s = [watcher.running_at[n] - t for n, t in created.items()]
         out.ramp_cpu_s = cpu_seconds(pid) - cpu_before
