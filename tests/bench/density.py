@@ -97,9 +97,14 @@ async def cluster_density(kind: str, kube: KubeClient, cri: CRIClient, args: arg
             for item in json.loads(kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]:
                 phase = item.get("status", {}).get("phase", "?")
                 phases[phase] = phases.get(phase, 0) + 1
-            return (f"the watch saw {len(watcher.running_at)} Running; the API has {phases}\n"
+            ended = f" (the watch ended: {watch.exception() if not watch.cancelled() else 'cancelled'})" \
+                if watch.done() else ""
+            return (f"the watch saw {len(watcher.running_at)} Running{ended}; the API has {phases}\n"
                     f"{kind}'s log:\n{agent.log_tail()}")
-        await wait_for(lambda: all(n in watcher.running_at for n in created), 600,
+        def all_running() -> bool:
+            agent.check_alive()
+            return all(n in watcher.running_at for n in created)
+        await wait_for(all_running, 600,
                        f"all {args.pods} pods Running", interval=0.05, describe=stuck)
         out.all_running_s = max(watcher.running_at.values()) - start
         out.per_pod_s = [watcher.running_at[n] - t for n, t in created.items()]
@@ -146,6 +151,7 @@ async def standalone_density(kind: str, cri: CRIClient, args: argparse.Namespace
             tmp.rename(manifests / f"s-{i}.yaml")
 
         async def running() -> list:
+            agent.check_alive()
             ours = [c for c in await cri.list_containers()
                     if c.labels.get("io.kubernetes.pod.name", "").startswith("s-")
                     and c.state == api.CONTAINER_RUNNING]
