@@ -155,6 +155,10 @@ class NodeAgent:
             # The real kubelet leaves the log directories of the pods it ran until its next GC.
             for entry in glob.glob(os.path.join(POD_LOGS, f"{BENCH_NAMESPACE_PREFIX}*")):
                 shutil.rmtree(entry, ignore_errors=True)
+        # Static pods (<ns>_<name>-<node>_<uid>) are removed through CRI once the agent is stopped,
+        # so no agent removes their log directories: the bench does.
+        for entry in glob.glob(os.path.join(POD_LOGS, f"*_*-{self.node}_*")):
+            shutil.rmtree(entry, ignore_errors=True)
 
 
 def ready_untainted(node_name: str) -> bool:
