@@ -30,6 +30,7 @@ from pykubelet.pleg.cache import RuntimeCache
 from pykubelet.pleg.relist import HEALTHY_WITHIN_SECONDS, RelistPLEG
 from pykubelet.pods.admission import Allocatable
 from pykubelet.pods.dispatcher import PodDispatcher
+from pykubelet.pods.history import PodHistory, runtime_cni_chain
 from pykubelet.pods.housekeeping import housekeeping
 from pykubelet.pods.sync import PodSyncer
 from pykubelet.pods.wakeups import Wakeups
@@ -85,6 +86,7 @@ class Parts:
     dispatcher: PodDispatcher | None = None
     static_source: StaticPodSource | None = None
     api_source: Any = None  # sources.apiserver.ApiserverPodSource, when joining a cluster
+    history: PodHistory | None = None  # every pod's steps, for `pykubelet explain` (/debug on healthz)
     health: dict[str, Callable[[], bool]] = field(default_factory=dict)
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)  # run in reverse
 
@@ -144,9 +146,12 @@ class Agent:
             allocatable={"cpu": float(host_info.cpus), "memory": float(allocatable.memory_bytes)},
             dns=ClusterDNS(tuple(s.cluster.cluster_dns), s.cluster.cluster_domain, s.cluster.resolv_conf),
             root_dir=s.root_dir, seccomp_root=os.path.join(s.root_dir, "seccomp"), pod_logs_dir=s.pods.pod_logs_dir)
-        syncer = PodSyncer(p.cri, ImageManager(p.cri, Backoff()), Backoff(), p.recorder, node_facts, p.api_clients)
+        history = p.history = PodHistory(cni_chain=lambda: runtime_cni_chain(s.network.cni_conf_dir))
+        syncer = PodSyncer(p.cri, ImageManager(p.cri, Backoff()), Backoff(), p.recorder, node_facts, p.api_clients,
+                           history)
         deps = WorkerDeps(cache=p.cache, syncer=syncer, statuses=p.statuses, recorder=p.recorder,
-                          probes=ProbeManager(p.cri, p.recorder, p.wakeups.wake), wakeups=p.wakeups,
+                          probes=ProbeManager(p.cri, p.recorder, p.wakeups.wake, observe=history.probe),
+                          wakeups=p.wakeups,
                           host_ip=p.node_ip, resync_seconds=s.pods.sync_frequency, mirrors=p.mirrors)
         dispatcher = p.dispatcher = PodDispatcher(deps, s.node_name, allocatable,
                                                   SysctlAllowlist.build(s.pods.allowed_unsafe_sysctls))
