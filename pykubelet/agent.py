@@ -198,8 +198,8 @@ class Agent:
         tasks.loop("pleg", p.pleg.run())
         tasks.loop("housekeeping", housekeeping(p.dispatcher, p.cache, p.pleg.relisted, sources_ready, s.root_dir))
         if s.server.healthz_port:
-            runner = await local.serve(local.build_app(p.statuses, p.health), s.server.healthz_bind_address,
-                                       s.server.healthz_port)
+            runner = await local.serve(local.build_app(p.statuses, p.health, self._debug(p)),
+                                       s.server.healthz_bind_address, s.server.healthz_port)
             p.closers.append(runner.cleanup)
 
     async def _serve_kubelet_api(self, p: Parts) -> None:
@@ -215,6 +215,26 @@ class Agent:
         except (kubelet_api.BindError, kubelet_api.tls.TLSError) as e:
             raise LoopDied(str(e)) from None
         p.closers.append(server.close)
+
+    def _debug(self, p: Parts) -> local.Debug:
+        """What /debug serves: the pods' step history, and the agent's own state for `pykubelet doctor`."""
+        s, history, pleg, network, node, dispatcher = (self.settings, p.history, p.pleg, p.network, p.node,
+                                                       p.dispatcher)
+        assert history is not None and pleg is not None and network is not None and dispatcher is not None
+        started = time.time()
+
+        def agent() -> dict[str, Any]:
+            loops = {name: {"alive": not task.done(), "error": "" if not task.done() or task.cancelled()
+                            else repr(task.exception())} for name, task in self.tasks.loops.items()}
+            return {"pid": os.getpid(), "started_at": started, "version": KUBELET_VERSION, "node": s.node_name,
+                    "settings": local.settings_json(s), "loops": loops, "last_sync": history.last_sync,
+                    "pods": len(dispatcher.workers),
+                    "pleg": {"last_relist": pleg.last_relist, "healthy": pleg.healthy(),
+                             "threshold_seconds": HEALTHY_WITHIN_SECONDS},
+                    "network": {"mode": s.network.mode, "ready": network.ready.is_set(), "problem": network.problem,
+                                "pod_cidr": network.pod_cidr},
+                    "node_registered": node.registered.is_set() if node is not None else None}
+        return local.Debug(history=history.snapshot, histories=history.pods, agent=agent)
 
     def _node_manager(self, p: Parts, host_info: HostInfo):
         from pykubelet.node.manager import NodeManager
