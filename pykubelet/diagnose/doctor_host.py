@@ -144,7 +144,7 @@ def certificate_check(node: Node, area: str, what: str, path: str, label: str = 
         node.add(area, FAIL, f"{who} is not valid yet (from {cert.not_valid_before_utc:%Y-%m-%d %H:%M} UTC): "
                              "is this clock right?", evidence, more)
     elif left.total_seconds() <= 0:
-        node.add(area, FAIL, f"{who} expired {-left.days} days ago", evidence, more)
+        node.add(area, FAIL, f"{who} expired {(-left).days} days ago", evidence, more)
     elif left.days < EXPIRY_WARNING_DAYS:
         node.add(area, WARN, f"{who} expires in {left.days} days", evidence, more)
     else:
