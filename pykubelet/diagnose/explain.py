@@ -15,6 +15,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from datetime import datetime
 from typing import Any
 
 from pykubelet.diagnose import verdict
@@ -65,6 +66,10 @@ def _clock(seconds: float, now: float) -> str:
     return time.strftime("%H:%M:%S" if same_day else "%b %d %H:%M:%S", time.localtime(seconds))
 
 
+def _epoch(rfc3339: str) -> float:
+    return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
+
+
 def _took(seconds: float | None) -> str:
     if seconds is None:
         return ""
@@ -92,7 +97,8 @@ def _container_line(cs: dict[str, Any], now: float) -> str:
     restarts = cs.get("restartCount", 0)
     if "running" in state:
         started = state["running"].get("startedAt", "")
-        text = f"running since {started.replace('T', ' ').rstrip('Z')}" + ("" if cs.get("ready") else ", not ready")
+        since = _clock(_epoch(started), now) if started else "?"
+        text = f"running since {since}" + (", ready" if cs.get("ready") else ", not ready")
     elif "waiting" in state:
         text = f"waiting: {state['waiting'].get('reason', '')}"
     else:

@@ -79,6 +79,7 @@ class PodRecord:
     seen: dict[str, str] = field(default_factory=dict)  # runtime object id -> state last observed
     volumes: tuple = ()  # the last volume outcome recorded
     observed: bool = False  # the runtime was looked at once (what it held then was found, not started)
+    present_images: set[tuple[str, str]] = field(default_factory=set)  # (container, image) said present once
     gone_at: float = 0.0
 
     def last(self) -> Step | None:
@@ -217,7 +218,11 @@ class PodHistory:
     def image_ready(self, pod: Pod, container: str, image: str, pulled: tuple[float, int] | None) -> None:
         """`pulled`: (seconds, bytes) when it was pulled now; None when it was already there."""
         if pulled is None:
-            self._add(pod, IMAGE, f'image "{image}" already present on the node', container=container, image=image)
+            record = self._pod(pod.uid, pod.namespace, pod.name)
+            if (container, image) not in record.present_images:  # not again at every restart
+                record.present_images.add((container, image))
+                self._add(record, IMAGE, f'image "{image}" already present on the node', container=container,
+                          image=image)
             return
         seconds, size = pulled
         self._add(pod, IMAGE, f'image "{image}" pulled' + (f": {_size(size)}" if size else ""), container=container,
