@@ -9,7 +9,8 @@ keeps its first HEAD_STEPS steps (how it came up) and its latest TAIL_STEPS (wha
 and counts the ones dropped in between; a step that repeats the one before it only bumps its
 count. Probe results are not steps (a probe runs every few seconds): each probe keeps its last
 result, its streak and its last failure, and only a change of result is a step. Records of pods
-that are gone stay for the last GONE_PODS of them, so a pod that just went can still be explained.
+that are gone stay for the last GONE_PODS of them, so a pod that just went can still be explained
+(a pod the pod path never saw go, a rejected one say, counts as gone once LIVE_PODS are recorded).
 
 Served as JSON on the local endpoint (/debug/pods/<namespace>/<name>, server/local.py).
 """
@@ -31,6 +32,7 @@ from pykubelet.util.durations import format_duration
 HEAD_STEPS = 25
 TAIL_STEPS = 100
 GONE_PODS = 50
+LIVE_PODS = 1000  # more records than pods can run: those no step touched for longest count as gone
 
 # Step kinds: what part of the pod path a step comes from.
 ADMISSION, VOLUMES, SANDBOX, IMAGE, CONTAINER, EXIT, BACKOFF, PROBE, STOP, TERMINATION = (
@@ -81,6 +83,7 @@ class PodRecord:
     observed: bool = False  # the runtime was looked at once (what it held then was found, not started)
     present_images: set[tuple[str, str]] = field(default_factory=set)  # (container, image) said present once
     gone_at: float = 0.0
+    touched: float = 0.0
 
     def last(self) -> Step | None:
         return self.tail[-1] if self.tail else (self.head[-1] if self.head else None)
@@ -145,7 +148,9 @@ class PodHistory:
         record = self._pods.get(uid) or self._gone.pop(uid, None)
         if record is None:
             record = PodRecord(uid, namespace, name, first_seen=self.clock())
-        record.gone_at = 0.0
+            if len(self._pods) >= LIVE_PODS:
+                self._retire(min(self._pods.values(), key=lambda r: r.touched).uid)
+        record.gone_at, record.touched = 0.0, self.clock()
         record.namespace, record.name = record.namespace or namespace, record.name or name
         self._pods[uid] = record
         return record
@@ -153,7 +158,7 @@ class PodHistory:
     def _add(self, pod: Pod | PodRecord, kind: str, text: str, ok: bool | None = True, container: str = "",
              seconds: float | None = None, at: float | None = None, **details: Any) -> None:
         record = pod if isinstance(pod, PodRecord) else self._pod(pod.uid, pod.namespace, pod.name)
-        now = self.clock()
+        now = record.touched = self.clock()
         last = record.last()
         if last is not None and (last.kind, last.container, last.text, last.ok) == (kind, container, text, ok):
             last.count += 1
@@ -282,8 +287,11 @@ class PodHistory:
     def terminated(self, uid: str, namespace: str, name: str) -> None:
         record = self._pod(uid, namespace, name)
         self._add(record, TERMINATION, "containers, sandboxes, volumes and logs removed", None)
+        self._retire(uid)
+
+    def _retire(self, uid: str) -> None:
+        record = self._gone[uid] = self._pods.pop(uid)
         record.gone_at = self.clock()
-        self._gone[uid] = self._pods.pop(uid)
         while len(self._gone) > GONE_PODS:
             self._gone.popitem(last=False)
 

@@ -77,3 +77,13 @@ def test_the_cni_chain_is_the_first_config_containerd_would_load(tmp_path):
         '{"cniVersion": "1.0.0", "name": "a", "plugins": [{"type": "bridge"}, {"type": "portmap"}]}')
     assert h.runtime_cni_chain(str(tmp_path)) == "bridge → portmap"
     assert h.runtime_cni_chain(str(tmp_path / "nosuch")) == ""
+
+
+def test_live_records_are_bounded_too():
+    clock = Clock()
+    history = h.PodHistory(clock)
+    for n in range(h.LIVE_PODS + 5):
+        clock.now += 1
+        history.admitted(a_pod(f"p{n}", f"u{n}"), [])  # rejected pods, say: nothing ends their record
+    assert len(history._pods) == h.LIVE_PODS and len(history._gone) == 5
+    assert history.snapshot("default", "p0")["gone_at"]  # the oldest went first
