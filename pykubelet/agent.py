@@ -30,7 +30,8 @@ from pykubelet.pleg.cache import RuntimeCache
 from pykubelet.pleg.relist import HEALTHY_WITHIN_SECONDS, RelistPLEG
 from pykubelet.pods.admission import Allocatable
 from pykubelet.pods.dispatcher import PodDispatcher
-from pykubelet.pods.history import PodHistory, runtime_cni_chain
+from pykubelet.pods.history import PodHistory
+from pykubelet.pods.history_records import runtime_cni_chain
 from pykubelet.pods.housekeeping import housekeeping
 from pykubelet.pods.sync import PodSyncer
 from pykubelet.pods.wakeups import Wakeups

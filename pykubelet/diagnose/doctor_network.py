@@ -18,7 +18,7 @@ from pykubelet.diagnose.checks import FAIL, OK, WARN, Node
 from pykubelet.diagnose.doctor_runtime import answers
 from pykubelet.network import assets
 from pykubelet.network.hostnet import RTPROT_PYKUBELET, netns_path, routes_to_other_nodes
-from pykubelet.pods.history import CNI_CONFIG_SUFFIXES
+from pykubelet.pods.history_records import CNI_CONFIG_SUFFIXES
 from pykubelet.util.netns import iproute
 
 AREA = "Network"

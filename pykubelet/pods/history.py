@@ -17,122 +17,17 @@ Served as JSON on the local endpoint (/debug/pods/<namespace>/<name>, server/loc
 
 from __future__ import annotations
 
-import json
-import os
 import time
-from collections import OrderedDict, deque
-from dataclasses import asdict, dataclass, field
+from collections import OrderedDict
+from dataclasses import asdict
 from typing import Any, Callable
 
 from pykubelet.api.pod import Pod
-from pykubelet.cni.config import ConfigError, load_conflist
+from pykubelet.pods.history_records import (ADMISSION, BACKOFF, CONTAINER, EXIT, GONE_PODS, HEAD_STEPS, IMAGE,
+                                            LIVE_PODS, PROBE, SANDBOX, STOP, TERMINATION, VOLUMES, PodRecord,
+                                            ProbeRecord, Step, sandbox_network, short_id, size_text)
 from pykubelet.runtime.state import EXITED, RUNNING, PodRuntimeState
 from pykubelet.util.durations import format_duration
-
-HEAD_STEPS = 25
-TAIL_STEPS = 100
-GONE_PODS = 50
-LIVE_PODS = 1000  # more records than pods can run: those no step touched for longest count as gone
-
-# Step kinds: what part of the pod path a step comes from.
-ADMISSION, VOLUMES, SANDBOX, IMAGE, CONTAINER, EXIT, BACKOFF, PROBE, STOP, TERMINATION = (
-    "admission", "volumes", "sandbox", "image", "container", "exit", "back-off", "probe", "stop", "termination")
-
-
-@dataclass
-class Step:
-    at: float
-    kind: str
-    text: str
-    ok: bool | None = True
-    """False: something failed; None: neither (a decision, a fact)."""
-    container: str = ""
-    seconds: float | None = None
-    """How long the step took, when it is an action."""
-    details: dict[str, Any] = field(default_factory=dict)
-    """The facts behind the text (exit code, bytes, retry_at...), for scripts and the verdict."""
-    count: int = 1
-    last_at: float = 0.0
-
-
-@dataclass
-class ProbeRecord:
-    ok: bool
-    message: str
-    at: float
-    streak: int = 1
-    """Results in a row equal to this one."""
-    since: float = 0.0
-    last_failure: str = ""
-    last_failure_at: float = 0.0
-
-
-@dataclass
-class PodRecord:
-    uid: str
-    namespace: str
-    name: str
-    first_seen: float
-    last_sync: float = 0.0
-    head: list[Step] = field(default_factory=list)
-    tail: deque[Step] = field(default_factory=lambda: deque(maxlen=TAIL_STEPS))
-    dropped: int = 0
-    probes: dict[tuple[str, str], ProbeRecord] = field(default_factory=dict)
-    seen: dict[str, str] = field(default_factory=dict)  # runtime object id -> state last observed
-    volumes: tuple = ()  # the last volume outcome recorded
-    observed: bool = False  # the runtime was looked at once (what it held then was found, not started)
-    present_images: set[tuple[str, str]] = field(default_factory=set)  # (container, image) said present once
-    gone_at: float = 0.0
-    touched: float = 0.0
-
-    def last(self) -> Step | None:
-        return self.tail[-1] if self.tail else (self.head[-1] if self.head else None)
-
-
-def _short(object_id: str) -> str:
-    return object_id[:13]
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "kB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return ""
-
-
-def sandbox_network(info: dict[str, str]) -> dict[str, Any]:
-    """The netns and CNI result containerd reports in a verbose PodSandboxStatus (its "info")."""
-    try:
-        doc = json.loads(info.get("info", "") or "{}")
-    except ValueError:
-        return {}
-    namespaces = ((doc.get("runtimeSpec") or {}).get("linux") or {}).get("namespaces") or []
-    netns = next((n.get("path", "") for n in namespaces if n.get("type") == "network"), "")
-    interfaces = {}
-    for name, iface in ((doc.get("cniResult") or {}).get("Interfaces") or {}).items():
-        addresses = [ip.get("IP", "") for ip in iface.get("IPConfigs") or []]
-        if addresses or iface.get("Sandbox"):
-            interfaces[name] = {"addresses": addresses, "mac": iface.get("Mac", ""), "in_pod": bool(iface.get("Sandbox"))}
-    return {k: v for k, v in (("netns", netns), ("cni_interfaces", interfaces)) if v}
-
-
-CNI_CONFIG_SUFFIXES = (".conf", ".conflist", ".json")
-
-
-def runtime_cni_chain(conf_dir: str) -> str:
-    """The plugin chain the runtime runs for a sandbox: its first config in conf_dir (by name, as
-    libcni picks it), e.g. "pykubelet-cni" or "bridge → portmap"; "" when there is none."""
-    try:
-        names = sorted(n for n in os.listdir(conf_dir) if n.endswith(CNI_CONFIG_SUFFIXES))
-    except OSError:
-        return ""
-    for name in names:
-        try:
-            return " → ".join(p.get("type", "?") for p in load_conflist(os.path.join(conf_dir, name)).plugins)
-        except ConfigError:
-            continue  # libcni skips what it cannot load, too
-    return ""
 
 
 class PodHistory:
@@ -207,7 +102,7 @@ class PodHistory:
         network = sandbox_network(info)
         chain = self.cni_chain()
         where = f"IP {ip}" if ip else ("host network" if pod.host_network else "no IP")
-        text = f"sandbox {_short(sandbox_id)} created (attempt {attempt}): {where}"
+        text = f"sandbox {short_id(sandbox_id)} created (attempt {attempt}): {where}"
         if network.get("netns"):
             text += f", netns {network['netns']}"
         if chain and not pod.host_network:
@@ -230,7 +125,7 @@ class PodHistory:
                           image=image)
             return
         seconds, size = pulled
-        self._add(pod, IMAGE, f'image "{image}" pulled' + (f": {_size(size)}" if size else ""), container=container,
+        self._add(pod, IMAGE, f'image "{image}" pulled' + (f": {size_text(size)}" if size else ""), container=container,
                   seconds=seconds, image=image, bytes=size)
 
     def image_failed(self, pod: Pod, container: str, image: str, reason: str, message: str, retry_in: float) -> None:
@@ -242,7 +137,7 @@ class PodHistory:
     def container_started(self, pod: Pod, container: str, container_id: str, restart_count: int,
                           seconds: float) -> None:
         text = "container created and started" + (f" (restart #{restart_count})" if restart_count else "")
-        self._add(pod, CONTAINER, f"{text}, id {_short(container_id)}", True, container, seconds, id=container_id,
+        self._add(pod, CONTAINER, f"{text}, id {short_id(container_id)}", True, container, seconds, id=container_id,
                   restart_count=restart_count)
 
     def container_failed(self, pod: Pod, container: str, reason: str, message: str, retry_in: float | None) -> None:
@@ -304,7 +199,7 @@ class PodHistory:
             was, now = record.seen.get(sandbox.id), "ready" if sandbox.ready else "notready"
             record.seen[sandbox.id] = now
             if was == "ready" and now == "notready":
-                self._add(record, SANDBOX, f"sandbox {_short(sandbox.id)} stopped", None, sandbox=sandbox.id)
+                self._add(record, SANDBOX, f"sandbox {short_id(sandbox.id)} stopped", None, sandbox=sandbox.id)
         for c in reversed(state.containers):  # oldest first, as they happened
             was = record.seen.get(c.id)
             record.seen[c.id] = c.state
@@ -316,7 +211,7 @@ class PodHistory:
                 self._add(record, EXIT, text, c.exit_code == 0, c.name, at=c.finished_at or None, id=c.id,
                           exit_code=c.exit_code, reason=c.reason, message=c.message[:500])
             elif c.state == RUNNING and was is None and found:
-                self._add(record, CONTAINER, f"running (found in the runtime), id {_short(c.id)}", True, c.name, id=c.id)
+                self._add(record, CONTAINER, f"running (found in the runtime), id {short_id(c.id)}", True, c.name, id=c.id)
         live = {s.id for s in state.sandboxes} | {c.id for c in state.containers}
         for gone in [i for i in record.seen if i not in live]:
             del record.seen[gone]
