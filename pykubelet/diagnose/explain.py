@@ -129,7 +129,7 @@ def _steps(history: dict[str, Any], now: float) -> list[str]:
             line += f"  (×{step['count']}, last at {_clock(step['last_at'], now)})"
         lines.append(line)
         for name, iface in (step.get("details", {}).get("cni_interfaces") or {}).items():
-            if iface.get("in_pod"):
+            if iface.get("in_pod") and name != "lo":
                 lines.append(f"  {'':>17}     {'':{width}}{'  ' if width else ''}  CNI result: {name} "
                              f"{', '.join(iface['addresses']) or 'no address'}")
     return lines
@@ -172,8 +172,29 @@ def render(doc: dict[str, Any], ok: bool, line: str) -> str:
     probes = _probes(history, now)
     if probes:
         out += ["", "Probes, last results:", *probes]
+    hints = look_next(doc)
+    if hints:
+        out += ["", "To see more:", *(f"  {command}    ({what})" for command, what in hints)]
     out += ["", f"→ {line}"]
     return "\n".join(out)
+
+
+def look_next(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """The commands that show what the history cannot: a crashed container's output, the images here."""
+    pod, steps = doc.get("pod") or {}, (doc.get("history") or {}).get("steps") or []
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    static = (meta.get("annotations") or {}).get("kubernetes.io/config.source") == "file"
+    hints = []
+    for cs in (*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])):
+        reason = ((cs.get("state") or {}).get("waiting") or {}).get("reason", "")
+        exited = next((s for s in reversed(steps) if s["kind"] == "exit" and s["container"] == cs["name"]), None)
+        if reason == "CrashLoopBackOff" and exited is not None:
+            command = (f"pykubelet cri logs {exited['details']['id'][:13]}" if static else
+                       f"kubectl logs -n {meta.get('namespace')} {meta.get('name')} -c {cs['name']} --previous")
+            hints.append((command, f"what {cs['name']} printed before it exited"))
+        elif reason in ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull"):
+            hints.append(("pykubelet cri images", "the images this node has"))
+    return hints
 
 
 def main(argv: list[str]) -> int:

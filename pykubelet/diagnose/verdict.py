@@ -10,6 +10,7 @@ field, and the line says when the agent tries again.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from pykubelet.util.durations import format_duration
@@ -135,8 +136,11 @@ def why(pod: dict[str, Any] | None, history: dict[str, Any] | None, now: float) 
     steps = (history or {}).get("steps") or []
     probes = (history or {}).get("probes") or []
     if pod is None:
-        last = steps[-1]["text"] if steps else "nothing recorded"
-        return False, f"Gone: this node no longer runs the pod (its last step: {last})"
+        ended = next((s for s in reversed(steps) if s["details"].get("why")), None)
+        if ended is None:
+            return False, "Gone: this node no longer runs the pod"
+        when = time.strftime("%H:%M:%S", time.localtime(ended["at"]))
+        return False, f"Gone: {ended['details']['why']} at {when}; this node no longer runs it"
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     phase = status.get("phase", "")
     admission = _last(steps, "admission")

@@ -80,7 +80,7 @@ class PodHistory:
 
     def terminating(self, pod: Pod, why: str, grace: int | None) -> None:
         text = f"{why}: stopping it" + (f" (grace period {grace}s)" if grace is not None else "")
-        self._add(pod, TERMINATION, text, None, grace=grace)
+        self._add(pod, TERMINATION, text, None, grace=grace, why=why)
 
     def volumes(self, pod: Pod, kinds: dict[str, str], failed: dict[str, str], retry_in: float | None) -> None:
         """The outcome of setting up the pod's API volumes (name -> kind); recorded when it changes."""
@@ -207,7 +207,7 @@ class PodHistory:
                 ran = max(0.0, c.finished_at - c.started_at) if c.started_at else None
                 text = f"exited with code {c.exit_code}" + (f" ({c.reason})" if c.reason else "")
                 if ran is not None:
-                    text += f" after {format_duration(ran) if ran >= 1 else f'{ran:.1f}s'}"
+                    text += f" after {format_duration(ran) if ran >= 10 else f'{ran:.1f}s'}"
                 self._add(record, EXIT, text, c.exit_code == 0, c.name, at=c.finished_at or None, id=c.id,
                           exit_code=c.exit_code, reason=c.reason, message=c.message[:500])
             elif c.state == RUNNING and was is None and found:

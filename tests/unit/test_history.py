@@ -57,7 +57,7 @@ def test_exits_are_recorded_once_from_the_runtime_state():
         history.observe(PodRuntimeState("u1", "web", "default", containers=[state]))
     steps = history.snapshot("default", "web")["steps"]
     assert [s["text"] for s in steps] == ["running (found in the runtime), id c1",
-                                          "exited with code 2 (Error) after 2s"]
+                                          "exited with code 2 (Error) after 2.5s"]
     assert steps[1]["at"] == 903.5 and steps[1]["ok"] is False
 
 
