@@ -128,9 +128,9 @@ class ContainerStarter:
                 delay = self.restart_backoff.delay(key)
                 result.waiting[name] = (CRASH_LOOP_BACK_OFF, f"back-off {format_duration(delay)} restarting failed "
                                                              f"container={name} pod={pod.name}_{pod.namespace}({pod.uid})")
-                result.retry_after(self.restart_backoff.remaining(key, latest.finished_at))
-                self.history.restart_backoff(pod, name, delay, self.restart_backoff.remaining(key, latest.finished_at),
-                                             latest.exit_code)
+                remaining = self.restart_backoff.remaining(key, latest.finished_at)
+                result.retry_after(remaining)
+                self.history.restart_backoff(pod, name, delay, remaining, latest.exit_code)
                 self._event(pod, name, WARNING, "BackOff", f"Back-off restarting failed container {name} in pod "
                                                            f"{pod.name}_{pod.namespace}({pod.uid})")
                 return False
@@ -174,9 +174,9 @@ class ContainerStarter:
             log.error("Container configuration is invalid", pod=pod.full_name, container=name, err=str(e))
             self._event(pod, name, WARNING, "Failed", f"Error: {e}")
             result.waiting[name] = (CREATE_CONTAINER_CONFIG_ERROR, str(e))
-            result.retry_after(self.restart_backoff.delay(_restart_key(pod, container)) or 10.0)
-            self.history.container_failed(pod, name, CREATE_CONTAINER_CONFIG_ERROR, str(e),
-                                          self.restart_backoff.delay(_restart_key(pod, container)) or 10.0)
+            retry = self.restart_backoff.delay(_restart_key(pod, container)) or 10.0
+            result.retry_after(retry)
+            self.history.container_failed(pod, name, CREATE_CONTAINER_CONFIG_ERROR, str(e), retry)
             return False
         began = asyncio.get_running_loop().time()
         try:
@@ -186,9 +186,9 @@ class ContainerStarter:
             self._event(pod, name, WARNING, "Failed", f"Error: {e.details}")
             result.waiting[name] = (CREATE_CONTAINER_ERROR, e.details)
             count_restart()
-            result.retry_after(self.restart_backoff.delay(_restart_key(pod, container)) or 1.0)
-            self.history.container_failed(pod, name, CREATE_CONTAINER_ERROR, e.details,
-                                          self.restart_backoff.delay(_restart_key(pod, container)) or 1.0)
+            retry = self.restart_backoff.delay(_restart_key(pod, container)) or 1.0
+            result.retry_after(retry)
+            self.history.container_failed(pod, name, CREATE_CONTAINER_ERROR, e.details, retry)
             return False
         self._event(pod, name, NORMAL, "Created", f"Created container: {name}")
         try:
@@ -208,7 +208,8 @@ class ContainerStarter:
             self.history.container_failed(pod, name, RUN_CONTAINER_ERROR, e.details, None)
             return True
         count_restart()
-        self.history.container_started(pod, name, container_id, restart_count, asyncio.get_running_loop().time() - began)
+        self.history.container_started(pod, name, container_id, restart_count,
+                                       asyncio.get_running_loop().time() - began)
         self._event(pod, name, NORMAL, "Started", f"Started container {name}")
         log.info("Started container", pod=pod.full_name, container=name, id=container_id[:13],
                  restartCount=restart_count)
