@@ -103,9 +103,13 @@ def _cni_config(node: Node) -> list[str]:
 
 def _shim_socket(node: Node) -> None:
     path = node.settings.network.socket
-    why = answers(path) if os.path.exists(path) else "does not exist"
+    if not os.path.exists(path):
+        why = "does not exist"
+    else:
+        refused = answers(path)
+        why = f"does not answer ({refused.lower()})" if refused else ""
     if why:
-        node.add(AREA, FAIL, f"the agent's CNI socket {path} {why.lower()}: containerd cannot set up pod networks",
+        node.add(AREA, FAIL, f"the agent's CNI socket {path} {why}: containerd cannot set up pod networks",
                  ["agent mode: the pykubelet-cni plugin hands every ADD to the agent on this socket"]
                  + (["the agent is not running (see Agent)"] if node.agent is None else []),
                  "pgrep -af pykubelet")
