@@ -74,8 +74,16 @@ def _credentials(node: Node, api: Apiserver) -> None:
     configuration = api.api.configuration
     kubeconfig = node.settings.cluster.kubeconfig
     if configuration.cert_file:
-        certificate_check(node, AREA, "client certificate", configuration.cert_file, label=kubeconfig,
-                          expect_cn=f"system:node:{node.settings.node_name}")
+        try:
+            named = configuration.cert_file in open(kubeconfig, encoding="utf-8").read()
+        except OSError:
+            named = False
+        # Embedded data (client-certificate-data) is copied to a file of kubernetes_asyncio's: name the kubeconfig.
+        more = "" if named else (f"kubectl config view --raw --minify --kubeconfig {kubeconfig} -o jsonpath="
+                                 "'{.users[0].user.client-certificate-data}' | base64 -d | openssl x509 -noout "
+                                 "-subject -dates")
+        certificate_check(node, AREA, "client certificate", configuration.cert_file, label="" if named else kubeconfig,
+                          expect_cn=f"system:node:{node.settings.node_name}", more=more)
         return
     token = (configuration.api_key or {}).get("BearerToken") or (configuration.api_key or {}).get("authorization")
     if token:

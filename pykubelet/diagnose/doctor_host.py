@@ -123,9 +123,11 @@ def read_certificates(path: str) -> list[x509.Certificate]:
         return x509.load_pem_x509_certificates(f.read())
 
 
-def certificate_check(node: Node, area: str, what: str, path: str, label: str = "", expect_cn: str = "") -> None:
-    """One certificate file (the soonest to expire of a bundle): OK, WARN within 30 days, FAIL expired."""
-    more = f"openssl x509 -noout -subject -dates -in {path}"
+def certificate_check(node: Node, area: str, what: str, path: str, label: str = "", expect_cn: str = "",
+                      more: str = "") -> None:
+    """One certificate file (the soonest to expire of a bundle): OK, WARN within 30 days, FAIL expired.
+    `label` names where it comes from when `path` is only a copy (a kubeconfig's embedded data)."""
+    more = more or f"openssl x509 -noout -subject -dates -in {path}"
     try:
         certs = read_certificates(path)
     except (OSError, ValueError) as e:
@@ -137,7 +139,8 @@ def certificate_check(node: Node, area: str, what: str, path: str, label: str = 
     who = f"{what} {cn!r}" + (f" (groups {', '.join(groups)})" if groups else "") + (f" from {label}" if label else "")
     now = datetime.now(timezone.utc)
     left = cert.not_valid_after_utc - now
-    evidence = [f"{path}: valid {cert.not_valid_before_utc:%Y-%m-%d} to {cert.not_valid_after_utc:%Y-%m-%d %H:%M} UTC"]
+    evidence = [f"valid {cert.not_valid_before_utc:%Y-%m-%d} to {cert.not_valid_after_utc:%Y-%m-%d %H:%M} UTC"
+                + ("" if label else f" ({path})")]
     if expect_cn and cn != expect_cn:
         evidence.append(f"the Node authorizer expects {expect_cn!r} for this node")
     if now < cert.not_valid_before_utc:
