@@ -30,6 +30,8 @@ from pykubelet.pleg.cache import RuntimeCache
 from pykubelet.pleg.relist import HEALTHY_WITHIN_SECONDS, RelistPLEG
 from pykubelet.pods.admission import Allocatable
 from pykubelet.pods.dispatcher import PodDispatcher
+from pykubelet.pods.history import PodHistory
+from pykubelet.pods.history_records import runtime_cni_chain
 from pykubelet.pods.housekeeping import housekeeping
 from pykubelet.pods.sync import PodSyncer
 from pykubelet.pods.wakeups import Wakeups
@@ -85,6 +87,7 @@ class Parts:
     dispatcher: PodDispatcher | None = None
     static_source: StaticPodSource | None = None
     api_source: Any = None  # sources.apiserver.ApiserverPodSource, when joining a cluster
+    history: PodHistory | None = None  # every pod's steps, for `pykubelet explain` (/debug on healthz)
     health: dict[str, Callable[[], bool]] = field(default_factory=dict)
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)  # run in reverse
 
@@ -144,9 +147,12 @@ class Agent:
             allocatable={"cpu": float(host_info.cpus), "memory": float(allocatable.memory_bytes)},
             dns=ClusterDNS(tuple(s.cluster.cluster_dns), s.cluster.cluster_domain, s.cluster.resolv_conf),
             root_dir=s.root_dir, seccomp_root=os.path.join(s.root_dir, "seccomp"), pod_logs_dir=s.pods.pod_logs_dir)
-        syncer = PodSyncer(p.cri, ImageManager(p.cri, Backoff()), Backoff(), p.recorder, node_facts, p.api_clients)
+        history = p.history = PodHistory(cni_chain=lambda: runtime_cni_chain(s.network.cni_conf_dir))
+        syncer = PodSyncer(p.cri, ImageManager(p.cri, Backoff()), Backoff(), p.recorder, node_facts, p.api_clients,
+                           history)
         deps = WorkerDeps(cache=p.cache, syncer=syncer, statuses=p.statuses, recorder=p.recorder,
-                          probes=ProbeManager(p.cri, p.recorder, p.wakeups.wake), wakeups=p.wakeups,
+                          probes=ProbeManager(p.cri, p.recorder, p.wakeups.wake, observe=history.probe),
+                          wakeups=p.wakeups,
                           host_ip=p.node_ip, resync_seconds=s.pods.sync_frequency, mirrors=p.mirrors)
         dispatcher = p.dispatcher = PodDispatcher(deps, s.node_name, allocatable,
                                                   SysctlAllowlist.build(s.pods.allowed_unsafe_sysctls))
@@ -193,8 +199,8 @@ class Agent:
         tasks.loop("pleg", p.pleg.run())
         tasks.loop("housekeeping", housekeeping(p.dispatcher, p.cache, p.pleg.relisted, sources_ready, s.root_dir))
         if s.server.healthz_port:
-            runner = await local.serve(local.build_app(p.statuses, p.health), s.server.healthz_bind_address,
-                                       s.server.healthz_port)
+            runner = await local.serve(local.build_app(p.statuses, p.health, self._debug(p)),
+                                       s.server.healthz_bind_address, s.server.healthz_port)
             p.closers.append(runner.cleanup)
 
     async def _serve_kubelet_api(self, p: Parts) -> None:
@@ -210,6 +216,26 @@ class Agent:
         except (kubelet_api.BindError, kubelet_api.tls.TLSError) as e:
             raise LoopDied(str(e)) from None
         p.closers.append(server.close)
+
+    def _debug(self, p: Parts) -> local.Debug:
+        """What /debug serves: the pods' step history, and the agent's own state for `pykubelet doctor`."""
+        s, history, pleg, network, node, dispatcher = (self.settings, p.history, p.pleg, p.network, p.node,
+                                                       p.dispatcher)
+        assert history is not None and pleg is not None and network is not None and dispatcher is not None
+        started = time.time()
+
+        def agent() -> dict[str, Any]:
+            loops = {name: {"alive": not task.done(), "error": "" if not task.done() or task.cancelled()
+                            else repr(task.exception())} for name, task in self.tasks.loops.items()}
+            return {"pid": os.getpid(), "started_at": started, "version": KUBELET_VERSION, "node": s.node_name,
+                    "settings": local.settings_json(s), "loops": loops, "last_sync": history.last_sync,
+                    "pods": len(dispatcher.workers),
+                    "pleg": {"last_relist": pleg.last_relist, "healthy": pleg.healthy(),
+                             "threshold_seconds": HEALTHY_WITHIN_SECONDS},
+                    "network": {"mode": s.network.mode, "ready": network.ready.is_set(), "problem": network.problem,
+                                "pod_cidr": network.pod_cidr},
+                    "node_registered": node.registered.is_set() if node is not None else None}
+        return local.Debug(history=history.snapshot, histories=history.pods, agent=agent)
 
     def _node_manager(self, p: Parts, host_info: HostInfo):
         from pykubelet.node.manager import NodeManager
