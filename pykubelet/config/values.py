@@ -62,9 +62,19 @@ def boolean(value: Any) -> bool:
 
 
 def thresholds(value: Any) -> dict[str, Threshold]:
+    """evictionHard: a map of signal to threshold, or the flag's signal<threshold,signal2<threshold2."""
+    if isinstance(value, str):
+        value = dict(_signal_threshold(item) for item in value.split(",") if item.strip())
     if not isinstance(value, dict):
         raise ValueError(f"must be a map of signal to threshold, got {value!r}")
     return parse_thresholds(value)
+
+
+def _signal_threshold(item: str) -> tuple[str, str]:
+    signal, sep, threshold = item.partition("<")
+    if not sep or not signal.strip() or not threshold.strip():
+        raise ValueError(f"invalid threshold {item.strip()!r}: want signal<quantity, e.g. memory.available<100Mi")
+    return signal.strip(), threshold.strip()
 
 
 def labels(value: Any) -> dict[str, str]:
@@ -165,3 +175,163 @@ def authorization_mode(value: Any) -> str:
     if not isinstance(value, str) or value not in AUTHORIZATION_MODES:
         raise ValueError(f"must be one of {', '.join(AUTHORIZATION_MODES)}, got {value!r}")
     return value
+
+
+# --- the rest of the KubeletConfiguration types, for fields pykubelet checks but does not act on
+# (a wrong type is still an error naming the field, as the kubelet's strict decoding makes it)
+
+def integer(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"must be an integer, got {value!r}")
+    return value
+
+
+def number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"must be a number, got {value!r}")
+    return float(value)
+
+
+def duration(value: Any) -> float:
+    """Any Go duration, zero and negative included (the kubelet validates most of them itself)."""
+    return parse_duration(value)
+
+
+def string_list(value: Any) -> list[str]:
+    """A YAML list of strings, or a comma-separated flag."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise ValueError(f"must be a list of strings, got {value!r}")
+    return [i.strip() for i in items if i.strip()]
+
+
+def int_list(value: Any) -> list[int]:
+    items = [int(i) for i in value.split(",") if i.strip()] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in items):
+        raise ValueError(f"must be a list of integers, got {value!r}")
+    return items
+
+
+def _pairs(value: Any, what: str) -> dict[str, str]:
+    """key=value,key2=value2 (a flag) or a YAML map of scalars."""
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) and isinstance(v, (str, int, float, bool)) for k, v in value.items()):
+            raise ValueError(f"must be a map of {what}, got {value!r}")
+        return {k: v if isinstance(v, str) else str(v).lower() if isinstance(v, bool) else str(v)
+                for k, v in value.items()}
+    if not isinstance(value, str):
+        raise ValueError(f"must be a map of {what} (key=value,...), got {value!r}")
+    out = {}
+    for item in filter(None, (i.strip() for i in value.split(","))):
+        key, sep, val = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"invalid entry {item!r}: want key=value")
+        out[key.strip()] = val.strip()
+    return out
+
+
+def string_map(value: Any) -> dict[str, str]:
+    return _pairs(value, "strings")
+
+
+def bool_map(value: Any) -> dict[str, bool]:
+    """featureGates: {Name: true} or Name=true,Other=false."""
+    return {k: boolean(v) if isinstance(v, bool) else _bool_text(k, v) for k, v in _pairs(value, "booleans").items()}
+
+
+def _bool_text(key: str, text: str) -> bool:
+    try:
+        return boolean(text)
+    except ValueError:
+        raise ValueError(f"{key}: must be true or false, got {text!r}") from None
+
+
+def mapping(value: Any) -> dict[str, Any]:
+    """A nested object (logging, memorySwap, crashLoopBackOff...): an object is all that is checked."""
+    if not isinstance(value, dict):
+        raise ValueError(f"must be an object, got {value!r}")
+    return value
+
+
+def object_list(value: Any) -> list[dict[str, Any]]:
+    if not isinstance(value, list) or not all(isinstance(i, dict) for i in value):
+        raise ValueError(f"must be a list of objects, got {value!r}")
+    return value
+
+
+def ip_address(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"must be an IP address, got {value!r}")
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        raise ValueError(f"must be an IP address, got {value!r}") from None
+
+
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def _taint(key: Any, value: Any, effect: Any) -> dict[str, str]:
+    if not isinstance(key, str) or not key or any(c in key for c in " ,:="):
+        raise ValueError(f"invalid taint key {key!r}")
+    if effect not in TAINT_EFFECTS:
+        raise ValueError(f"taint {key!r}: effect must be one of {', '.join(TAINT_EFFECTS)}, got {effect!r}")
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"taint {key!r}: value must be a string, got {value!r}")
+    return {"key": key, **({"value": value} if value else {}), "effect": effect}
+
+
+def taints(value: Any) -> list[dict[str, str]]:
+    """registerWithTaints: a YAML list of {key, value, effect}, or the flag's key=value:Effect,key2:Effect."""
+    if isinstance(value, str):
+        out = []
+        for item in filter(None, (i.strip() for i in value.split(","))):
+            spec, sep, effect = item.rpartition(":")
+            if not sep:
+                raise ValueError(f"invalid taint {item!r}: want key=value:Effect or key:Effect")
+            key, _, val = spec.partition("=")
+            out.append(_taint(key, val, effect))
+        return out
+    if not isinstance(value, list) or not all(isinstance(t, dict) for t in value):
+        raise ValueError(f"must be a list of taints ({{key, value, effect}}), got {value!r}")
+    return [_taint(t.get("key"), t.get("value"), t.get("effect")) for t in value]
+
+
+CGROUP_DRIVERS = ("cgroupfs", "systemd")
+
+
+def cgroup_driver(value: Any) -> str:
+    if value not in CGROUP_DRIVERS:
+        raise ValueError(f"must be one of {', '.join(CGROUP_DRIVERS)}, got {value!r}")
+    return value
+
+
+def is_zero(value: Any) -> bool:
+    """The zero value of a Go field: the kubelet's defaulting replaces it with the default."""
+    if isinstance(value, bool):
+        return False
+    if value == 0 or value == "" or value == {} or value == []:
+        return True
+    if isinstance(value, str):
+        try:
+            return parse_duration(value) == 0
+        except ValueError:
+            return False
+    return False
+
+
+def duration_or_nanoseconds(value: Any) -> float:
+    """logging.flushFrequency: a duration string, or an integer of nanoseconds."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value / 1e9
+    return parse_duration(value)
+
+
+def anything(value: Any) -> Any:
+    """A value whose shape pykubelet does not look at."""
+    return value
+
+
+def flag_as_object(text: str) -> dict[str, str]:
+    """The flag form of a setting that is an object in the config file, kept as given."""
+    return {"flag": text}
