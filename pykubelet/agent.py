@@ -231,7 +231,8 @@ class Agent:
                            kubelet_version=KUBELET_VERSION, update_seconds=s.cluster.status_update_seconds,
                            report_seconds=s.cluster.status_report_seconds,
                            lease_seconds=s.cluster.lease_duration_seconds, agent_errors=agent_errors,
-                           kubelet_port=s.server.port)
+                           kubelet_port=s.server.port, taints=s.cluster.register_with_taints,
+                           provider_id=s.cluster.provider_id)
 
     async def _stop(self, p: Parts) -> None:
         """Phase stop: the loops, the workers (never their pods), then every connection."""
