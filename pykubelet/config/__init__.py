@@ -222,6 +222,9 @@ def _finish(settings: Settings) -> Settings:
     for attr in ("kubeconfig", "bootstrap_kubeconfig", "cert_dir"):
         if getattr(cluster, attr):
             setattr(cluster, attr, os.path.abspath(getattr(cluster, attr)))
+    if cluster.bootstrap_kubeconfig and not cluster.kubeconfig:
+        raise ConfigError("flag --bootstrap-kubeconfig: needs --kubeconfig, where the node's kubeconfig is written "
+                          "after TLS bootstrap")
     cluster.cert_dir = cluster.cert_dir or os.path.join(os.path.abspath(settings.root_dir), "pki")
     if settings.runtime.cgroup_driver == "systemd":
         log.warning("cgroupDriver systemd is not supported by pykubelet yet: pod cgroups get cgroupfs parents, "
