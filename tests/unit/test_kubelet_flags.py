@@ -173,3 +173,74 @@ def test_cgroup_driver_systemd_is_warned_about(caplog):
         s = settings("--cgroup-driver=systemd", "--hostname-override=n1")
     assert s.runtime.cgroup_driver == "systemd"
     assert any("cgroupDriver systemd" in m for m in warned(caplog))
+
+
+# /var/lib/kubelet/config.yaml as kubeadm v1.36.3 writes it by default
+# (`kubeadm config print init-defaults --component-configs KubeletConfiguration`).
+KUBEADM_CONFIG_YAML = """\
+apiVersion: kubelet.config.k8s.io/v1beta1
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    cacheTTL: 0s
+    enabled: true
+  x509:
+    clientCAFile: /etc/kubernetes/pki/ca.crt
+authorization:
+  mode: Webhook
+  webhook:
+    cacheAuthorizedTTL: 0s
+    cacheUnauthorizedTTL: 0s
+cgroupDriver: systemd
+clusterDNS:
+- 10.96.0.10
+clusterDomain: cluster.local
+containerRuntimeEndpoint: ""
+cpuManagerReconcilePeriod: 0s
+crashLoopBackOff: {}
+evictionPressureTransitionPeriod: 0s
+fileCheckFrequency: 0s
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+httpCheckFrequency: 0s
+imageMaximumGCAge: 0s
+imageMinimumGCAge: 0s
+kind: KubeletConfiguration
+logging:
+  flushFrequency: 0
+  options:
+    json:
+      infoBufferSize: "0"
+    text:
+      infoBufferSize: "0"
+  verbosity: 0
+memorySwap: {}
+nodeStatusReportFrequency: 0s
+nodeStatusUpdateFrequency: 0s
+rotateCertificates: true
+runtimeRequestTimeout: 0s
+shutdownGracePeriod: 0s
+shutdownGracePeriodCriticalPods: 0s
+staticPodPath: /etc/kubernetes/manifests
+streamingConnectionIdleTimeout: 0s
+syncFrequency: 0s
+volumeStatsAggPeriod: 0s
+"""
+
+
+def test_the_config_yaml_kubeadm_writes_is_read_with_the_kubelets_defaults(tmp_path, caplog):
+    path = tmp_path / "config.yaml"
+    path.write_text(KUBEADM_CONFIG_YAML)
+    with caplog.at_level(logging.WARNING, logger=config.__name__):
+        s = settings("--config", str(path), "--hostname-override=n1")
+    assert s.pods.static_pod_path == "/etc/kubernetes/manifests" and s.cluster.rotate_certificates is True
+    assert s.authn.client_ca_file == "/etc/kubernetes/pki/ca.crt" and s.authn.webhook_enabled is True
+    assert (s.authn.webhook_cache_ttl, s.authz.cache_authorized_ttl, s.authz.cache_unauthorized_ttl) == (120, 300, 30)
+    assert (s.server.healthz_bind_address, s.server.healthz_port) == ("127.0.0.1", 10248)
+    assert s.cluster.cluster_dns == ["10.96.0.10"] and s.cluster.cluster_domain == "cluster.local"
+    assert s.runtime.endpoint == "unix:///run/containerd/containerd.sock"  # "" is the default
+    assert (s.pods.sync_frequency, s.pods.file_check_frequency, s.cluster.status_update_seconds) == (60, 20, 10)
+    # every field is known; the one that asks for something pykubelet lacks is named
+    assert [m for m in warned(caplog)] == [m for m in warned(caplog) if "cgroupDriver systemd" in m]
+    assert len(warned(caplog)) == 1
