@@ -5,7 +5,9 @@ kubelet's certificate manager picks it, so a fleet of nodes bootstrapped togethe
 together. Renewal is a new ECDSA P-256 key and CSR sent with the node's own (still valid)
 credentials, which the csrapproving controller approves as selfnodeclient; the new pair goes
 into the cert store and the client switches to it without a restart and without cutting its
-watches short (KubeClient.reload_credentials). Failures are retried with back-off.
+watches short (KubeClient.reload_credentials). Failures are retried with back-off; once the
+current certificate has been expired for EXIT_AFTER_EXPIRY, the agent exits (its pods keep
+running), as the kubelet does, so that its restart bootstraps again with --bootstrap-kubeconfig.
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ log = get_logger(__name__)
 JITTER = (0.7, 0.9)
 CSR_WAIT_SECONDS = 15 * 60
 RETRY_MIN, RETRY_MAX = 2.0, 60.0
+EXIT_AFTER_EXPIRY = 5 * 60.0
+
+
+class CertificateExpired(RuntimeError):
+    """The client certificate expired and could not be renewed: only a restart (bootstrap) helps."""
 
 
 def rotation_deadline(pair: Pair, rng: random.Random) -> float:
@@ -56,12 +63,17 @@ class ClientCertificateRotation:
                 log.info("Client certificate rotation scheduled", expires=_utc(pair.not_after),
                          rotateAt=_utc(deadline), file=self.store.current_path)
                 await asyncio.sleep(max(0.0, deadline - time.time()))
-            await self.rotate()
+            await self.rotate(pair.not_after if pair is not None else 0.0)
 
-    async def rotate(self) -> None:
-        """Get a new certificate with the node's credentials and switch to it; retried until done."""
+    async def rotate(self, expires: float = 0.0) -> None:
+        """Get a new certificate with the node's credentials and switch to it; retried until done,
+        or until the current one (expiring at `expires`) has been expired for EXIT_AFTER_EXPIRY."""
         delay = RETRY_MIN
         while True:
+            if expires and time.time() > expires + EXIT_AFTER_EXPIRY:
+                raise CertificateExpired(f"the client certificate {self.store.current_path} expired at "
+                                         f"{_utc(expires)} and could not be renewed; exiting so that a restart "
+                                         "bootstraps a new one")
             try:
                 key = new_key()
                 certificate = await request_certificate(self.kube, csr_pem(key, self.node_name),

@@ -274,3 +274,43 @@ async def test_an_unanswered_csr_times_out_naming_it_and_how_to_approve_it():
 def test_bootstrap_errors_say_what_is_wrong_and_name_the_file(error, says):
     text = bootstrap.explain(error, "/etc/kubernetes/bootstrap-kubelet.conf")
     assert says in text and "/etc/kubernetes/bootstrap-kubelet.conf" in text
+
+
+class SigningApi(FakeCSRApi):
+    """Signs every CSR with the CA, and counts credential reloads (KubeClient.reload_credentials)."""
+
+    def __init__(self, ca: CA) -> None:
+        def sign(obj):
+            request = x509.load_pem_x509_csr(base64.b64decode(obj["spec"]["request"]))
+            cert = ca.sign(request.public_key(), request.subject)
+            return {"conditions": [{"type": "Approved", "status": "True"}],
+                    "certificate": base64.b64encode(cert).decode()}
+        super().__init__(sign)
+        self.reloads = 0
+
+    async def reload_credentials(self) -> None:
+        self.reloads += 1
+
+
+async def test_rotation_stores_a_new_pair_for_a_new_key_and_switches_the_client_to_it(tmp_path):
+    from pykubelet.kube.rotation import ClientCertificateRotation
+
+    ca = CA()
+    store = CertStore(str(tmp_path / "pki"))
+    store.save(*ca.node_pair("n1"))
+    before = store.current()
+    api = SigningApi(ca)
+    await ClientCertificateRotation(api, store, "n1").rotate()  # type: ignore[arg-type]
+    after = store.current()
+    assert after.cert.public_key() != before.cert.public_key()  # a new key, not a re-signed old one
+    assert after.cert.subject == csr.node_subject("n1")
+    assert api.reloads == 1
+
+
+async def test_a_certificate_expired_beyond_renewal_ends_the_rotation_loop_so_a_restart_bootstraps(tmp_path):
+    from pykubelet.kube.rotation import EXIT_AFTER_EXPIRY, CertificateExpired, ClientCertificateRotation
+
+    store = CertStore(str(tmp_path / "pki"))
+    rotation = ClientCertificateRotation(FakeCSRApi(lambda obj: {}), store, "n1")  # type: ignore[arg-type]
+    with pytest.raises(CertificateExpired, match="could not be renewed"):
+        await rotation.rotate(expires=datetime.datetime.now().timestamp() - EXIT_AFTER_EXPIRY - 1)
