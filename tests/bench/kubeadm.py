@@ -89,10 +89,17 @@ def first_kubelet_start(node: KubeadmNode) -> float:
     return float(match.group(1))
 
 
+def make_bench_cgroups() -> None:
+    """The kubelet wants its cgroupRoot to exist (kind's unit makes /kubelet before it starts)."""
+    for hierarchy in CGROUP_HIERARCHIES.iterdir():
+        if hierarchy.is_dir() and not hierarchy.is_symlink() and (hierarchy / "cgroup.procs").exists():
+            (hierarchy / BENCH_CGROUP_ROOT.lstrip("/")).mkdir(exist_ok=True)
+
+
 def remove_bench_cgroups() -> None:
     for hierarchy in CGROUP_HIERARCHIES.iterdir():
         root = hierarchy / BENCH_CGROUP_ROOT.lstrip("/")
-        if root.is_dir():
+        if root.is_dir() and not hierarchy.is_symlink():
             for path in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
                 path.rmdir()
             root.rmdir()
@@ -104,6 +111,7 @@ def join_once(kind: str, index: int, plane: ControlPlane, watcher: ReadyWatcher)
         node.up()
         extra = {}
         if kind == "kubelet":
+            make_bench_cgroups()
             node.sh("sh", "-c", f"mkdir -p /etc/cni/net.d /etc/kubeadm-patches && echo '{bridge_conflist(f'10.246.{index}.0/24')}'"
                                 f" > /etc/cni/net.d/10-bench.conflist && echo 'cgroupRoot: {BENCH_CGROUP_ROOT}' >"
                                 " /etc/kubeadm-patches/kubeletconfiguration+merge.yaml")
