@@ -2,7 +2,8 @@
 
 Precedence is the kubelet's: built-in defaults < the --config file < command-line flags.
 Invalid values raise ConfigError naming the flag or the file and field (the CLI exits 2).
-Kubelet flags and fields that pykubelet does not implement yet are accepted with a warning.
+Every setting of the real kubelet is accepted: the ones pykubelet does not act on are checked and
+warned about when their value asks for something pykubelet does not do (config/ignored.py).
 Every setting is one row of `options.OPTIONS`; the parser and the loader below are built from it.
 """
 
