@@ -13,7 +13,6 @@ import json
 import secrets
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -195,5 +194,3 @@ def pod_uids(node: KubeadmNode) -> list[str]:
             await cri.close()
     return run_to_completion(uids())
 
-
-__all__ = ["ControlPlane", "K8S_VERSION", "Path", "control_plane", "worker", "kubeadm", "read_yaml", "pod_uids"]

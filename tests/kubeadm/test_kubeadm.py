@@ -35,8 +35,12 @@ async def test_init_runs_the_control_plane_as_mirrored_static_pods_with_passing_
         pods = {p["metadata"]["name"]: p for p in control_plane.kubectl_json("get", "pods", "-n", "kube-system")["items"]}
         wanted = [pods.get(f"{name}-{cp.name}") for name in CONTROL_PLANE_PODS]
         return wanted if all(p is not None and pod_ready(p) for p in wanted) else None
+    def conditions() -> str:
+        pods = control_plane.kubectl_json("get", "pods", "-n", "kube-system")["items"]
+        return "\n".join(f"{p['metadata']['name']}: phase={p['status'].get('phase')} conditions="
+                         f"{[(c['type'], c['status']) for c in p['status'].get('conditions') or []]}" for p in pods)
     pods = await wait_for(control_plane_pods, 120, "the control-plane pods Running and Ready", interval=1,
-                          describe=control_plane.describe)
+                          describe=lambda: f"{conditions()}\n{control_plane.describe()}")
     for pod in pods:
         annotations = pod["metadata"]["annotations"]
         assert "kubernetes.io/config.mirror" in annotations and annotations["kubernetes.io/config.source"] == "file"
