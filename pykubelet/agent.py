@@ -74,6 +74,7 @@ class Parts:
 
     cri: CRIClient
     kube: Any = None  # KubeClient, imported only when joining a cluster
+    rotation: Any = None  # kube.rotation.ClientCertificateRotation, with rotateCertificates
     node_ip: str = ""
     wakeups: Wakeups = field(default_factory=Wakeups)
     cache: RuntimeCache = field(default_factory=RuntimeCache)
@@ -113,10 +114,7 @@ class Agent:
         """Phase build: connect, then make every part in dependency order; nothing runs yet."""
         s = self.settings
         if s.cluster.kubeconfig:
-            from pykubelet.kube.client import KubeClient  # costs ~40 MB: only when joining a cluster
-
-            p.kube = await KubeClient.from_kubeconfig(s.cluster.kubeconfig, s.cluster.api_qps, s.cluster.api_burst,
-                                                      user_agent=f"pykubelet/{KUBELET_VERSION}")
+            await self._connect_to_cluster(p)
         runtime = await wait_for_runtime(p.cri)
         log.info("Connected to the container runtime", endpoint=s.runtime.endpoint, runtime=runtime,
                  node=s.node_name, apiserver=p.kube.host if p.kube else "none (standalone)")
@@ -172,6 +170,24 @@ class Agent:
 
             p.api_source = ApiserverPodSource(p.kube, s.node_name, on_api_pods)
 
+    async def _connect_to_cluster(self, p: Parts) -> None:
+        """The node's identity (TLS bootstrap if it has none yet), then its apiserver client."""
+        from pykubelet.kube import bootstrap  # costs ~40 MB: only when joining a cluster
+        from pykubelet.kube.client import KubeClient
+
+        s, user_agent = self.settings, f"pykubelet/{KUBELET_VERSION}"
+        try:
+            credentials = await bootstrap.node_credentials(s.cluster, s.node_name, user_agent)
+        except bootstrap.BootstrapError as e:
+            raise LoopDied(str(e)) from None
+        p.kube = await KubeClient.from_kubeconfig(credentials.kubeconfig, s.cluster.api_qps, s.cluster.api_burst,
+                                                  user_agent=user_agent, client_pem=credentials.client_pem)
+        if credentials.rotate:
+            from pykubelet.kube.certstore import CertStore
+            from pykubelet.kube.rotation import ClientCertificateRotation
+
+            p.rotation = ClientCertificateRotation(p.kube, CertStore(s.cluster.cert_dir), s.node_name)
+
     async def _start(self, p: Parts) -> None:
         """Phase start: the kubelet API listens (before the Node registers), then every loop runs."""
         s, tasks = self.settings, self.tasks
@@ -183,6 +199,8 @@ class Agent:
             sources_ready.append(p.static_source.ready)
             tasks.loop("static-pod-source", p.static_source.run())
         tasks.loop("network", p.network.run())
+        if p.rotation is not None:
+            tasks.loop("client-certificate-rotation", p.rotation.run())
         if p.api_clients is not None:
             tasks.loop("service-watch", p.api_clients.services.run())
         if p.node is not None:
@@ -257,7 +275,8 @@ class Agent:
                            kubelet_version=KUBELET_VERSION, update_seconds=s.cluster.status_update_seconds,
                            report_seconds=s.cluster.status_report_seconds,
                            lease_seconds=s.cluster.lease_duration_seconds, agent_errors=agent_errors,
-                           kubelet_port=s.server.port)
+                           kubelet_port=s.server.port, taints=s.cluster.register_with_taints,
+                           provider_id=s.cluster.provider_id)
 
     async def _stop(self, p: Parts) -> None:
         """Phase stop: the loops, the workers (never their pods), then every connection."""
