@@ -118,6 +118,7 @@ class Agent:
         runtime = await wait_for_runtime(p.cri)
         log.info("Connected to the container runtime", endpoint=s.runtime.endpoint, runtime=runtime,
                  node=s.node_name, apiserver=p.kube.host if p.kube else "none (standalone)")
+        await self._check_cgroup_driver(p.cri)
         p.node_ip = s.cluster.node_ip or await default_route_ip()
         host_info = read_host_info(s.root_dir)
         allocatable = Allocatable(pods=s.pods.max_pods, cpu_millis=host_info.cpus * 1000,
@@ -144,7 +145,8 @@ class Agent:
             node_name=s.node_name, host_ip=p.node_ip, memory_capacity=host_info.memory_bytes,
             allocatable={"cpu": float(host_info.cpus), "memory": float(allocatable.memory_bytes)},
             dns=ClusterDNS(tuple(s.cluster.cluster_dns), s.cluster.cluster_domain, s.cluster.resolv_conf),
-            root_dir=s.root_dir, seccomp_root=os.path.join(s.root_dir, "seccomp"), pod_logs_dir=s.pods.pod_logs_dir)
+            root_dir=s.root_dir, seccomp_root=os.path.join(s.root_dir, "seccomp"), pod_logs_dir=s.pods.pod_logs_dir,
+            cgroup_driver=s.runtime.cgroup_driver)
         history = p.history = PodHistory(cni_chain=lambda: runtime_cni_chain(s.network.cni_conf_dir))
         syncer = PodSyncer(p.cri, ImageManager(p.cri, Backoff()), Backoff(), p.recorder, node_facts, p.api_clients,
                            history)
@@ -187,6 +189,21 @@ class Agent:
             from pykubelet.kube.rotation import ClientCertificateRotation
 
             p.rotation = ClientCertificateRotation(p.kube, CertStore(s.cluster.cert_dir), s.node_name)
+
+    async def _check_cgroup_driver(self, cri: CRIClient) -> None:
+        """Refuse to start when our cgroup driver is not the runtime's (runtime/cgroup_driver.py)."""
+        from pykubelet.runtime import cgroup_driver
+
+        try:
+            reported = await cri.runtime_cgroup_driver()
+            info = {} if reported is not None else dict((await cri.status(verbose=True)).info)
+        except errors.CRIError as e:
+            log.warning("Could not ask the runtime for its cgroup driver; trusting cgroupDriver", err=str(e))
+            reported, info = None, {}
+        theirs, source = cgroup_driver.runtime_driver(reported, info)
+        problem = cgroup_driver.mismatch(self.settings.runtime.cgroup_driver, theirs, source)
+        if problem:
+            raise LoopDied(problem)
 
     async def _start(self, p: Parts) -> None:
         """Phase start: the kubelet API listens (before the Node registers), then every loop runs."""

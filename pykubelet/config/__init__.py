@@ -227,7 +227,4 @@ def _finish(settings: Settings) -> Settings:
         raise ConfigError("flag --bootstrap-kubeconfig: needs --kubeconfig, where the node's kubeconfig is written "
                           "after TLS bootstrap")
     cluster.cert_dir = cluster.cert_dir or os.path.join(os.path.abspath(settings.root_dir), "pki")
-    if settings.runtime.cgroup_driver == "systemd":
-        log.warning("cgroupDriver systemd is not supported by pykubelet yet: pod cgroups get cgroupfs parents, "
-                    "so the runtime must use cgroupfs too (containerd: SystemdCgroup = false)")
     return settings

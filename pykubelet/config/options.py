@@ -34,7 +34,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("runtime.request_timeout", v.positive_duration, "runtimeRequestTimeout", "runtime-request-timeout",
            "deadline of slow CRI calls, e.g. 2m", zero_is_default=Z),
     Option("runtime.cgroup_driver", v.cgroup_driver, "cgroupDriver", "cgroup-driver",
-           "cgroupfs (what pykubelet does) or systemd (not supported yet: warned about)", zero_is_default=Z),
+           "cgroupfs or systemd: how pod cgroups are made; must match the runtime's", zero_is_default=Z),
     # --- pods
     Option("pods.static_pod_path", v.text, "staticPodPath", "pod-manifest-path",
            "directory (or file) of static Pod manifests", file_relative=True),

@@ -24,8 +24,8 @@ class RuntimeSettings:
     request_timeout: float = 120.0
     """runtimeRequestTimeout, seconds (default 2m): the deadline of slow CRI calls such as PullImage."""
     cgroup_driver: str = "cgroupfs"
-    """cgroupDriver / --cgroup-driver: pykubelet gives pods cgroupfs cgroup parents; "systemd" (kubeadm's
-    default) is accepted with a warning, and works only while the runtime uses cgroupfs too."""
+    """cgroupDriver / --cgroup-driver: the pods' cgroups as cgroupfs directories (kubepods/burstable/pod<uid>)
+    or as systemd slices (kubeadm's default); it must be the runtime's (checked at start)."""
 
 
 @dataclass

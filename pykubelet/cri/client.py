@@ -91,6 +91,15 @@ class CRIClient:
     async def status(self, verbose: bool = False) -> api.StatusResponse:
         return await self._call("Status", self._runtime.Status, api.StatusRequest(verbose=verbose))
 
+    async def runtime_cgroup_driver(self) -> int | None:
+        """The cgroup driver the runtime reports (api.SYSTEMD or api.CGROUPFS), None when it has no
+        RuntimeConfig call (containerd before 2.0)."""
+        try:
+            answer = await self._call("RuntimeConfig", self._runtime.RuntimeConfig, api.RuntimeConfigRequest())
+        except errors.Unimplemented:
+            return None
+        return answer.linux.cgroup_driver if answer.HasField("linux") else None
+
     async def update_runtime_config(self, pod_cidr: str) -> None:
         config = api.RuntimeConfig(network_config=api.NetworkConfig(pod_cidr=pod_cidr))
         await self._call("UpdateRuntimeConfig", self._runtime.UpdateRuntimeConfig,

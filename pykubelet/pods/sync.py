@@ -89,7 +89,8 @@ class PodSyncer:
         if not actions.start:
             return result
         # 5. The sandbox: kept, or created (with its back-off).
-        sandbox_config = specs.sandbox_config(pod, actions.attempt, self.node.pod_logs_dir, self.node.dns)
+        sandbox_config = specs.sandbox_config(pod, actions.attempt, self.node.pod_logs_dir, self.node.dns,
+                                              self.node.cgroup_driver)
         sandbox_id, sandbox = actions.sandbox_id, None if actions.create_sandbox else state.sandbox
         if actions.create_sandbox:
             created = await self._create_sandbox(pod, sandbox_config, actions.start, result)
@@ -142,7 +143,7 @@ class PodSyncer:
         try:
             await asyncio.to_thread(cgroups.ensure_pod_cgroup, config.linux.cgroup_parent,
                                     resources.pod_cgroup_resources(pod), self.node.cgroup_root)
-        except OSError as e:  # the containers still get their own limits
+        except OSError as e:  # the containers still get their own limits (a slice systemd refused, too)
             log.warning("Could not set up the pod cgroup", pod=pod.full_name, cgroup=config.linux.cgroup_parent,
                         err=str(e))
         began = asyncio.get_running_loop().time()

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from pykubelet.api.pod import Container, Pod
 from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.runtime import labels, paths
-from pykubelet.runtime.cgroups import CGROUP_ROOT, KUBEPODS
+from pykubelet.runtime import cgroups
 from pykubelet.runtime.dns import ClusterDNS, dns_config
 from pykubelet.runtime.env import EnvSources, PodFacts, container_env, expand_command
-from pykubelet.runtime.resources import GUARANTEED, linux_resources, qos_class
+from pykubelet.runtime.resources import linux_resources, qos_class
 from pykubelet.runtime.security import linux_security
 
 
@@ -33,8 +33,10 @@ class NodeFacts:
     """<root-dir>/seccomp: where Localhost seccomp profiles live."""
     pod_logs_dir: str = "/var/log/pods"
     """podLogsDir: one directory of container logs per pod (runtime/paths.py)."""
-    cgroup_root: str = CGROUP_ROOT
+    cgroup_root: str = cgroups.CGROUP_ROOT
     """Where the cgroup hierarchies are mounted (the pod cgroups are made under them)."""
+    cgroup_driver: str = cgroups.CGROUPFS
+    """cgroupDriver: the pod cgroups' layout (runtime/cgroups.py)."""
 
 _PROTOCOLS = {"TCP": api.TCP, "UDP": api.UDP, "SCTP": api.SCTP}
 
@@ -58,15 +60,14 @@ def _namespace_options(pod: Pod) -> api.NamespaceOption:
     )
 
 
-def pod_cgroup_parent(pod: Pod) -> str:
-    """The pod's cgroup in the kubelet's cgroupfs layout: /kubepods/pod<uid> for Guaranteed pods,
-    /kubepods/burstable/pod<uid> and /kubepods/besteffort/pod<uid> for the others."""
-    qos = qos_class(pod)
-    tier = "" if qos == GUARANTEED else f"{qos.lower()}/"
-    return f"/{KUBEPODS}/{tier}pod{pod.uid}"
+def pod_cgroup_parent(pod: Pod, driver: str = cgroups.CGROUPFS) -> str:
+    """The pod's cgroup in its QoS tier: /kubepods/burstable/pod<uid> (cgroupfs) or
+    kubepods-burstable-pod<uid>.slice (systemd); Guaranteed pods have no tier."""
+    return cgroups.pod_cgroup_parent(pod.uid, qos_class(pod), driver)
 
 
-def sandbox_config(pod: Pod, attempt: int, logs_root: str, dns: ClusterDNS | None = None) -> api.PodSandboxConfig:
+def sandbox_config(pod: Pod, attempt: int, logs_root: str, dns: ClusterDNS | None = None,
+                   cgroup_driver: str = cgroups.CGROUPFS) -> api.PodSandboxConfig:
     port_mappings = [
         api.PortMapping(protocol=_PROTOCOLS[p.protocol], container_port=p.container_port,
                         host_port=p.host_port, host_ip=p.host_ip)
@@ -82,7 +83,7 @@ def sandbox_config(pod: Pod, attempt: int, logs_root: str, dns: ClusterDNS | Non
         labels=labels.pod_labels(pod),
         annotations=pod.annotations,
         linux=api.LinuxPodSandboxConfig(
-            cgroup_parent=pod_cgroup_parent(pod),
+            cgroup_parent=pod_cgroup_parent(pod, cgroup_driver),
             security_context=api.LinuxSandboxSecurityContext(namespace_options=_namespace_options(pod)),
             sysctls=pod.sysctls,
         ),

@@ -1,13 +1,16 @@
 """Usage read straight from the kernel where CRI has no answer (containerd 1.6 has no pod-level
-stats RPC): cgroup v1 cpuacct/memory of the node and of each pod cgroup, a netns's /proc/<pid>/net/dev,
-and filesystem sizes. Every reader returns None (or {}) when the file is not there."""
+stats RPC): the CPU and memory of the node and of each pod cgroup (cgroup v1's cpuacct and
+memory hierarchies, or v2's cpu.stat, memory.current and memory.stat), a netns's
+/proc/<pid>/net/dev, and filesystem sizes. Every reader returns None (or {}) when the file is
+not there."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 
-from pykubelet.runtime.cgroups import CGROUP_ROOT, KUBEPODS, QOS_TIERS
+from pykubelet.runtime import cgroups
+from pykubelet.runtime.cgroups import CGROUP_ROOT
 
 
 def _read_int(path: str) -> int | None:
@@ -18,12 +21,27 @@ def _read_int(path: str) -> int | None:
         return None
 
 
-def _memory_stat(directory: str) -> dict[str, int]:
+def _key_values(path: str) -> dict[str, int]:
+    """`name value` lines (memory.stat, cpu.stat, /proc/vmstat)."""
     try:
-        with open(os.path.join(directory, "memory.stat")) as f:
-            return {k: int(v) for k, v in (line.split() for line in f if line.strip())}
+        with open(path) as f:
+            return {k: int(v) for k, v in (line.split()[:2] for line in f if line.strip())}
     except (OSError, ValueError):
         return {}
+
+
+def _meminfo() -> dict[str, int]:
+    """/proc/meminfo's sizes ("MemTotal:  16 kB") in bytes."""
+    out = {}
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) == 3 and fields[2] == "kB":
+                    out[fields[0].rstrip(":")] = int(fields[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return out
 
 
 @dataclass
@@ -37,26 +55,45 @@ class CgroupUsage:
 
 
 def cgroup_usage(relative: str, root: str = CGROUP_ROOT) -> CgroupUsage | None:
-    """cpuacct + memory of one cgroup ("" is the root: the whole node). Working set is usage less
+    """CPU time and memory of one cgroup ("" is the root: the whole node). Working set is usage less
     inactive file pages, as the kubelet counts it."""
+    if cgroups.is_unified(root):
+        return _usage_v2(relative, root)
     cpu = _read_int(os.path.join(root, "cpuacct", relative, "cpuacct.usage"))
     memory_dir = os.path.join(root, "memory", relative)
     usage = _read_int(os.path.join(memory_dir, "memory.usage_in_bytes"))
     if cpu is None or usage is None:
         return None
-    stat = _memory_stat(memory_dir)
+    stat = _key_values(os.path.join(memory_dir, "memory.stat"))
     inactive = stat.get("total_inactive_file", 0)
     return CgroupUsage(cpu, usage, max(usage - inactive, 0), stat.get("total_rss", 0),
                        stat.get("total_pgfault", 0), stat.get("total_pgmajfault", 0))
 
 
+def _usage_v2(relative: str, root: str) -> CgroupUsage | None:
+    """cgroup v2: cpu.stat's usage_usec, memory.current and memory.stat (non-hierarchical names, but
+    a v2 cgroup's files count its whole subtree). The root cgroup has no memory.current: the
+    node's memory comes from /proc/meminfo and /proc/vmstat, as cAdvisor takes it."""
+    directory = os.path.join(root, relative)
+    cpu = _key_values(os.path.join(directory, "cpu.stat")).get("usage_usec")
+    if not relative:
+        meminfo, vmstat = _meminfo(), _key_values("/proc/vmstat")
+        if cpu is None or "MemTotal" not in meminfo:
+            return None
+        usage = meminfo["MemTotal"] - meminfo.get("MemFree", 0)
+        return CgroupUsage(cpu * 1000, usage, max(usage - meminfo.get("Inactive(file)", 0), 0),
+                           meminfo.get("AnonPages", 0), vmstat.get("pgfault", 0), vmstat.get("pgmajfault", 0))
+    usage = _read_int(os.path.join(directory, "memory.current"))
+    if cpu is None or usage is None:
+        return None
+    stat = _key_values(os.path.join(directory, "memory.stat"))
+    return CgroupUsage(cpu * 1000, usage, max(usage - stat.get("inactive_file", 0), 0), stat.get("anon", 0),
+                       stat.get("pgfault", 0), stat.get("pgmajfault", 0))
+
+
 def pod_cgroup(uid: str, root: str = CGROUP_ROOT) -> str | None:
-    """The pod's cgroup relative to a hierarchy (kubepods/[tier/]pod<uid>), if it exists."""
-    for tier in QOS_TIERS:
-        relative = os.path.join(KUBEPODS, tier, f"pod{uid}")
-        if os.path.isdir(os.path.join(root, "memory", relative)):
-            return relative
-    return None
+    """The pod's cgroup relative to a hierarchy (either driver's layout), if it exists."""
+    return cgroups.pod_cgroup_relative(uid, root)
 
 
 def net_dev(pid: int | None) -> dict[str, tuple[int, int, int, int]]:

@@ -2,7 +2,7 @@
 kubelet's Summary API shape (stats/v1alpha1), which `kubectl top`'s metrics pipeline and the e2e
 tests read.
 
-Containers come from CRI ListContainerStats; pods from their cgroups (cgroup v1) and their
+Containers come from CRI ListContainerStats; pods from their cgroups (v1 or v2, either driver) and their
 sandbox's network namespace; the node from the root cgroup, /proc and statvfs. CPU rates
 (usageNanoCores) are the change of the cumulative counter since the previous scrape; the first
 scrape of something gives its average over its lifetime so far.
