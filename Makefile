@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup venv control-plane run test unit bench soak proto cluster cluster-down
+.PHONY: setup venv control-plane run test unit bench soak proto cluster cluster-down install uninstall
 
 setup: venv ## system packages, containerd (our config), CNI, local images, .venv
 	bash tests/bed/setup.sh
@@ -51,3 +51,9 @@ cluster: venv ## a real control plane on loopback (.cluster/admin.kubeconfig, .c
 
 cluster-down: ## stop it (the PKI stays; add PURGE=1 to drop the etcd data too)
 	bash tests/bed/cluster.sh down $(if $(PURGE),--purge,)
+
+install: ## pykubelet as this machine's kubelet: /opt/pykubelet, /usr/bin/kubelet, kubelet.service + kubeadm's drop-in (systemd/)
+	bash systemd/install.sh install
+
+uninstall: ## remove everything `make install` put on the machine (pods keep running)
+	bash systemd/install.sh uninstall

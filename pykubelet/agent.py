@@ -48,6 +48,7 @@ from pykubelet.util.backoff import Backoff
 from pykubelet.util.durations import format_duration
 from pykubelet.util.hostip import default_route_ip
 from pykubelet.util.log import get_logger
+from pykubelet.util.sd_notify import Notifier, WatchdogError
 from pykubelet.util.tasks import LoopDied, Tasks, after
 
 log = get_logger(__name__)
@@ -101,14 +102,34 @@ class Agent:
 
     async def run(self) -> None:
         s = self.settings
+        try:
+            systemd = Notifier()
+        except WatchdogError as e:
+            raise LoopDied(str(e)) from None
         parts = Parts(CRIClient(s.runtime.endpoint, s.runtime.image_endpoint, slow_timeout=s.runtime.request_timeout))
         try:
             await self._build(parts)
             await self._start(parts)
+            self.tasks.once("systemd-notify", self._notify_systemd(parts, systemd))
             self.ready.set()
             raise await self.tasks.first_death()  # phase wait
         finally:
+            systemd.stopping("stopping; pods keep running")
             await self._stop(parts)
+
+    async def _notify_systemd(self, p: Parts, systemd: Notifier) -> None:
+        """READY=1 once the agent serves and has synced: its servers listen (phase start), the
+        runtime has been listed and the static pods read. Not the apiserver's pods: under
+        kubeadm init the apiserver is one of this node's static pods. Then the watchdog, if set."""
+        assert p.pleg is not None
+        await p.pleg.relisted.wait()
+        if p.static_source is not None:
+            await p.static_source.ready.wait()
+        systemd.ready(f"serving; {len(p.dispatcher.workers) if p.dispatcher else 0} pods")
+        if systemd.enabled:
+            log.info("Told systemd the agent is ready", watchdog_seconds=systemd.watchdog_seconds)
+        if systemd.watchdog_seconds:
+            await systemd.watchdog(lambda: all(check() for check in p.health.values()))
 
     async def _build(self, p: Parts) -> None:
         """Phase build: connect, then make every part in dependency order; nothing runs yet."""
