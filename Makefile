@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup venv control-plane run test unit bench soak proto cluster cluster-down install uninstall
+.PHONY: setup vm-setup venv control-plane run test unit bench soak proto cluster cluster-down install uninstall vagrant-test
 
 setup: venv ## system packages, containerd (our config), CNI, local images, .venv
 	bash tests/bed/setup.sh
@@ -23,7 +23,10 @@ control-plane: ## build the Kubernetes binaries the cluster tests run (once; cac
 run: setup ## pykubelet standalone on manifests/, in the foreground
 	$(VENV)/bin/pykubelet --pod-manifest-path manifests
 
-test: setup control-plane ## unit + runtime, cluster and multi-node tests against the real containerd and control plane
+vm-setup: ## qemu, mmdebstrap and Vagrant's insecure key, for the VM tier (tests/vm/)
+	bash tests/bed/vm-setup.sh
+
+test: setup control-plane vm-setup ## unit + runtime, cluster, multi-node, kubeadm and one-VM tests against the real containerd and control plane
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 unit: venv ## only the tests that need no runtime
@@ -57,3 +60,6 @@ install: ## pykubelet as this machine's kubelet: /opt/pykubelet, /usr/bin/kubele
 
 uninstall: ## remove everything `make install` put on the machine (pods keep running)
 	bash systemd/install.sh uninstall
+
+vagrant-test: venv control-plane vm-setup ## the Vagrantfile's cluster for real: two Debian 12 VMs (qemu), kubeadm init and join with pykubelet under systemd
+	$(PY) -m pytest tests/vm/kubeadm_cluster.py $(PYTEST_ARGS)
