@@ -40,7 +40,11 @@ if [ -f "$out/done" ]; then
     echo "$out"
     exit 0
 fi
-rm -rf "$out" && mkdir -p "$out"
+# images of earlier versions of this script go: one image at a time (~700 MB on disk)
+for old in "$cache"/debian12-*; do
+    [ "$old" = "$out" ] || rm -rf "$old"
+done
+mkdir -p "$out"
 root="$out/rootfs"
 say "building Debian 12 with mmdebstrap into $out (takes a few minutes the first time)"
 # the customize hooks run on the host with the new tree as $1
