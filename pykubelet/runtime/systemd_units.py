@@ -16,6 +16,7 @@ from typing import Callable
 
 JOB_SECONDS = 10.0  # how long systemd may take to start or stop a slice
 SYSTEMD_RUNNING = "/run/systemd/system"  # sd_booted(): systemd is the init system
+FIXED_AT_START = ("Description", "DefaultDependencies")  # SetUnitProperties refuses these
 
 
 class SystemdError(OSError):
@@ -53,7 +54,7 @@ def start_slice(name: str, properties: list[tuple[str, tuple[str, object]]]) -> 
     except SystemdError as e:
         if "UnitExists" not in str(e):
             raise
-        settable = [p for p in properties if p[0] != "Description"]
+        settable = [p for p in properties if p[0] not in FIXED_AT_START]
         _call("SetUnitProperties", "sba(sv)", (name, True, settable))
         _call("StartUnit", "ss", (name, "replace"))
 

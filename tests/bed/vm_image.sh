@@ -27,7 +27,7 @@ insecure_key_pub="$(ls /usr/share/rubygems-integration/all/gems/vagrant-*/keys/v
 [ -n "$insecure_key_pub" ] || { say "Debian's vagrant package is not installed (its insecure key is needed)"; exit 1; }
 
 packages=(
-    systemd systemd-sysv dbus udev libpam-systemd openssh-server sudo
+    systemd systemd-sysv dbus udev libpam-systemd libnss-myhostname openssh-server sudo
     linux-image-cloud-amd64 initramfs-tools kmod procps iproute2 iputils-ping less
     containerd runc containernetworking-plugins iptables conntrack socat ethtool ebtables
     python3 python3-venv make ca-certificates curl openssl

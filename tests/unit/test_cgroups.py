@@ -179,3 +179,27 @@ def test_a_mismatch_is_one_error_naming_both_sides_and_the_fix():
     assert cgroup_driver.mismatch("cgroupfs", None, "", systemd_running=False) is None
     no_systemd = cgroup_driver.mismatch("systemd", "systemd", "x", systemd_running=False)
     assert no_systemd is not None and "not the init system" in no_systemd
+
+
+def test_a_slice_that_exists_already_gets_the_properties_systemd_lets_one_change(monkeypatch):
+    calls = []
+
+    def call(method, signature, body):
+        calls.append((method, body))
+        if method == "StartTransientUnit":
+            raise systemd_units.SystemdError("systemd refused StartTransientUnit: org.freedesktop.systemd1.UnitExists")
+        return ()
+    monkeypatch.setattr(systemd_units, "_call", call)
+    properties = cgroup_limits.slice_properties(LIMITED, unified=True)
+    systemd_units.start_slice("kubepods-podx.slice", properties)
+    assert [c[0] for c in calls] == ["StartTransientUnit", "SetUnitProperties", "StartUnit"]
+    name, runtime, changed = calls[1][1]
+    assert (name, runtime) == ("kubepods-podx.slice", True)
+    assert {p[0] for p in changed} == {p[0] for p in properties} - {"Description", "DefaultDependencies"}
+
+
+def test_stopping_a_slice_systemd_does_not_know_is_not_an_error(monkeypatch):
+    def call(method, signature, body):
+        raise systemd_units.SystemdError("systemd refused StopUnit: org.freedesktop.systemd1.NoSuchUnit: x")
+    monkeypatch.setattr(systemd_units, "_call", call)
+    systemd_units.stop_unit("kubepods-podx.slice")
