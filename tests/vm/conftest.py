@@ -48,12 +48,17 @@ def vm_bed() -> Iterator[tuple[Path, Path]]:
             pass
 
 
-def boot(bed: tuple[Path, Path], name: str, number: int, private_port: int, listen: bool) -> Machine:
+def boot(bed: tuple[Path, Path], name: str, number: int, private_port: int, listen: bool,
+         forwards: dict[int, int] | None = None) -> Machine:
     """A VM up, SSH answering and the bundle mounted where the provisioning reads it."""
-    machine = Machine(name, number, bed[0], bed[1], private_port, listen).up()
+    machine = Machine(name, number, bed[0], bed[1], private_port, listen, forwards=forwards or {}).up()
     machine.wait_for_ssh()
-    machine.ssh(f"mkdir -p {BUNDLE_MOUNT} && (mountpoint -q {BUNDLE_MOUNT} || mount -o ro LABEL=bundle {BUNDLE_MOUNT})")
+    mount_bundle(machine)
     return machine
+
+
+def mount_bundle(machine: Machine) -> None:
+    machine.ssh(f"mkdir -p {BUNDLE_MOUNT} && (mountpoint -q {BUNDLE_MOUNT} || mount -o ro LABEL=bundle {BUNDLE_MOUNT})")
 
 
 def provision(machine: Machine, script: str, timeout: float = 1200, **env: str) -> str:

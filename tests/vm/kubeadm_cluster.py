@@ -65,12 +65,13 @@ class Cluster:
                 journal(self.worker))
 
 
-def up(vm_bed, private_port: int, **provision_env: str) -> Cluster:
+def up(vm_bed, private_port: int, api_port: int | None = None, **provision_env: str) -> Cluster:
     """Both VMs booted and provisioned as `vagrant up` would: node.sh on each (at once), then
-    control-plane.sh, then worker.sh with the CA hash control-plane.sh printed."""
+    control-plane.sh, then worker.sh with the CA hash control-plane.sh printed. `api_port`:
+    the apiserver forwarded to 127.0.0.1 on the host too."""
     token = new_token()
     with ThreadPoolExecutor(2) as pool:
-        cp_boot = pool.submit(boot, vm_bed, "pkl-cp", 10, private_port, True)
+        cp_boot = pool.submit(boot, vm_bed, "pkl-cp", 10, private_port, True, {6443: api_port} if api_port else None)
         worker_boot = pool.submit(boot, vm_bed, "pkl-w1", 11, private_port, False)
         cp, worker = cp_boot.result(), worker_boot.result()
         for done in [pool.submit(provision, cp, "node.sh"), pool.submit(provision, worker, "node.sh")]:

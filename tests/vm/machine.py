@@ -63,6 +63,8 @@ class Machine:
     """The private network: the first VM listens on this loopback port, the others connect."""
     listen: bool
     ssh_port: int = field(default_factory=free_port)
+    forwards: dict[int, int] = field(default_factory=dict)
+    """More guest ports reachable on 127.0.0.1 (guest port -> host port), e.g. the apiserver's."""
     proc: subprocess.Popen[bytes] | None = None
     booted_at: float = 0.0
 
@@ -81,9 +83,22 @@ class Machine:
     def up(self) -> "Machine":
         self.down()
         self.state.mkdir(parents=True)
-        overlay = self.state / "root.qcow2"
         subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", str(self.image / "rootfs.raw"),
-                        str(overlay)], check=True)
+                        str(self.state / "root.qcow2")], check=True)
+        return self.start()
+
+    def poweroff(self, timeout: float = 300) -> None:
+        """A clean shutdown (qemu exits: -no-reboot); the disk stays for `start`."""
+        self.ssh("systemctl poweroff", timeout=60, check=False)
+        assert self.proc is not None
+        self.proc.wait(timeout=timeout)
+        self.proc = None
+
+    def start(self) -> "Machine":
+        """Boot from the machine's disk as it is (a fresh one after `up`, the same after `poweroff`)."""
+        overlay = self.state / "root.qcow2"
+        nat = ",".join(f"hostfwd=tcp:127.0.0.1:{host}-:{guest}" for guest, host in {22: self.ssh_port,
+                                                                                   **self.forwards}.items())
         private = f"listen=127.0.0.1:{self.private_port}" if self.listen else f"connect=127.0.0.1:{self.private_port}"
         argv = [
             "qemu-system-x86_64", "-name", self.name, "-machine", "q35", "-accel", "tcg,thread=multi",
@@ -93,7 +108,7 @@ class Machine:
             "-append", f"root=/dev/vda rw console=ttyS0 systemd.hostname={self.name} quiet",
             "-drive", f"file={overlay},if=virtio,format=qcow2",
             "-drive", f"file={self.bundle},if=virtio,format=raw,readonly=on",
-            "-netdev", f"user,id=nat,restrict=on,hostfwd=tcp:127.0.0.1:{self.ssh_port}-:22",
+            "-netdev", f"user,id=nat,restrict=on,{nat}",
             "-device", "virtio-net-pci,netdev=nat",
             "-netdev", f"socket,id=private,{private}",
             "-device", f"virtio-net-pci,netdev=private,mac=52:54:00:56:00:{self.number}",
