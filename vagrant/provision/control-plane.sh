@@ -5,7 +5,7 @@
 # cluster already.
 #
 # Environment:
-#   PKL_NODE_IP     this node's address on the private network (the API endpoint)
+#   PKL_NODE_IP     the address of this node on the private network (the API endpoint)
 #   PKL_TOKEN       the bootstrap token the workers join with ([a-z0-9]{6}.[a-z0-9]{16}, valid 24 h)
 #   PKL_POD_SUBNET  default 10.244.0.0/16 (the controller-manager hands out each Node's podCIDR)
 #   PKL_SKIP_ADDONS kubeadm phases to skip, comma-separated (default: addon/coredns,addon/kube-proxy;
@@ -13,7 +13,7 @@
 #   PKL_REPO        pykubelet's source tree (default /vagrant)
 set -euo pipefail
 
-ip="${PKL_NODE_IP:?PKL_NODE_IP: this node's address}"
+ip="${PKL_NODE_IP:?PKL_NODE_IP: the address of this node}"
 pod_subnet="${PKL_POD_SUBNET:-10.244.0.0/16}"
 skip="${PKL_SKIP_ADDONS-addon/coredns,addon/kube-proxy}"
 token="${PKL_TOKEN:?PKL_TOKEN: the bootstrap token for the workers}"
@@ -22,10 +22,13 @@ export KUBECONFIG=/etc/kubernetes/admin.conf PATH="/usr/local/sbin:/usr/local/bi
 say() { printf '[control-plane %s] %s\n' "$(hostname)" "$*" >&2; }
 
 if [ ! -f /etc/kubernetes/admin.conf ]; then
-    skip_phases=""
+    skip_phases="" dns="" proxy=""
     if [ -n "$skip" ]; then
         skip_phases="skipPhases: [$(echo "$skip" | sed 's/,/, /g')]"
     fi
+    # a skipped addon is disabled too, so that preflight does not pull its image
+    case ",$skip," in *,addon/coredns,*) dns="dns: {disabled: true}" ;; esac
+    case ",$skip," in *,addon/kube-proxy,*) proxy="proxy: {disabled: true}" ;; esac
     cat >/root/kubeadm-init.yaml <<YAML
 apiVersion: kubeadm.k8s.io/v1beta4
 kind: InitConfiguration
@@ -37,12 +40,16 @@ nodeRegistration:
   imagePullPolicy: IfNotPresent
   kubeletExtraArgs: [{name: node-ip, value: $ip}]
 $skip_phases
+# kubeadm's defaults (4 min) are short for a machine that emulates its CPU
+timeouts: {controlPlaneComponentHealthCheck: 20m, kubeletHealthCheck: 10m}
 ---
 apiVersion: kubeadm.k8s.io/v1beta4
 kind: ClusterConfiguration
 kubernetesVersion: ${K8S_VERSION:-v1.36.3}
 controlPlaneEndpoint: $ip:6443
 networking: {podSubnet: $pod_subnet}
+$dns
+$proxy
 ---
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
