@@ -5,8 +5,9 @@
 #
 #   systemd as init (cgroup v2, Debian 12's default), D-Bus, udev, OpenSSH with the user
 #   `vagrant` (password-less sudo) who logs in with Vagrant's insecure key from Debian's
-#   vagrant package, systemd-networkd: eth0 by DHCP, the private network's NIC (MAC
-#   52:54:00:56:00:NN) as 192.168.56.NN/24. Also the node's packages the provisioning would
+#   vagrant package, systemd-networkd: the NAT NIC (MAC 52:54:00:12:34:56) by DHCP, the
+#   private network's NIC (MAC 52:54:00:56:00:NN) as 192.168.56.NN/24; nothing else is
+#   configured, so network-online.target waits for these two only. Also the node's packages the provisioning would
 #   install (containerd, runc, CNI plugins, python3-venv, conntrack, ...), so a VM that runs
 #   ~19x slower than this host installs nothing.
 #
@@ -56,7 +57,7 @@ mmdebstrap --variant=minbase --include="$(IFS=,; echo "${packages[*]}")" \
     --customize-hook='echo "vagrant ALL=(ALL) NOPASSWD: ALL" > "$1/etc/sudoers.d/vagrant" && chmod 0440 "$1/etc/sudoers.d/vagrant"' \
     --customize-hook="mkdir -p \"\$1/home/vagrant/.ssh\" && cp '$insecure_key_pub' \"\$1/home/vagrant/.ssh/authorized_keys\"" \
     --customize-hook='chroot "$1" chown -R vagrant:vagrant /home/vagrant/.ssh && chmod 0700 "$1/home/vagrant/.ssh"' \
-    --customize-hook='printf "[Match]\nName=e*\nMACAddress=!52:54:00:56:00:*\n[Network]\nDHCP=ipv4\n" > "$1/etc/systemd/network/10-nat.network"' \
+    --customize-hook='printf "[Match]\nMACAddress=52:54:00:12:34:56\n[Network]\nDHCP=ipv4\n" > "$1/etc/systemd/network/10-nat.network"' \
     --customize-hook='printf "UseDNS no\n" > "$1/etc/ssh/sshd_config.d/pykubelet.conf"' \
     --customize-hook='chroot "$1" systemctl enable systemd-networkd ssh serial-getty@ttyS0' \
     --customize-hook='chroot "$1" systemctl mask apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer man-db.timer' \

@@ -109,7 +109,7 @@ class Machine:
             "-drive", f"file={overlay},if=virtio,format=qcow2",
             "-drive", f"file={self.bundle},if=virtio,format=raw,readonly=on",
             "-netdev", f"user,id=nat,restrict=on,{nat}",
-            "-device", "virtio-net-pci,netdev=nat",
+            "-device", "virtio-net-pci,netdev=nat,mac=52:54:00:12:34:56",
             "-netdev", f"socket,id=private,{private}",
             "-device", f"virtio-net-pci,netdev=private,mac=52:54:00:56:00:{self.number}",
         ]

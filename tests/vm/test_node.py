@@ -69,6 +69,10 @@ def test_pykubelet_is_installed_as_the_kubelet_of_a_systemd_machine_on_cgroup_v2
                      "readlink /usr/bin/kubelet; /usr/bin/kubelet --version").stdout.split("\n")
     assert facts[:4] == ["systemd", "cgroup2fs", "enabled", "/opt/pykubelet/venv/bin/pykubelet"], facts
     assert "pykubelet" in facts[4]
+    # systemd's own judgement of the units we ship (syntax, directives, the programs they run)
+    verify = node.ssh("cd /usr/local/lib/systemd/system && systemd-analyze verify kubelet.service kube-proxy.service",
+                      check=False)
+    assert verify.returncode == 0 and not verify.stderr.strip(), verify.stderr
 
 
 def test_the_unit_starts_and_tells_systemd_once_it_serves(node):
