@@ -127,3 +127,18 @@ async def test_stopping_the_unit_leaves_the_pod_running_and_a_start_adopts_it(no
     after = await wait_for(lambda: running_pod(node), 300, "the pod adopted", interval=3,
                            describe=lambda: journal(node))
     assert after["status"]["containerStatuses"][0]["containerID"].endswith(container)
+
+
+async def test_a_removed_pod_takes_its_slice_with_it(node):
+    pod = running_pod(node) or await wait_for(lambda: running_pod(node), 300, "the pod Running", interval=3)
+    uid = pod["metadata"]["uid"].replace("-", "_")
+    unit_name = f"kubepods-burstable-pod{uid}.slice"
+    node.ssh("rm /etc/kubernetes/manifests/sleeper.yaml")
+
+    def slice_gone() -> bool:
+        result = node.ssh(f"systemctl is-active {unit_name}; test -e /sys/fs/cgroup/kubepods.slice/"
+                          f"kubepods-burstable.slice/{unit_name} && echo present || echo absent", check=False)
+        return result.stdout.split() == ["inactive", "absent"]
+    await wait_for(slice_gone, 300, f"{unit_name} stopped by systemd and its cgroup gone", interval=3,
+                   describe=lambda: journal(node))
+    assert "sleeper-pkl-node" not in pods(node)
