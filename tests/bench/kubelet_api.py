@@ -31,7 +31,7 @@ from pykubelet.cri.client import CRIClient
 from pykubelet.network import assets
 from tests.bench.cluster_startup import CNI_CONF_DIR, NodeAgent
 from tests.bench.startup import machine, percentile
-from tests.cluster.conftest import ADMIN, KUBECTL, STATE, apply, cluster_sh, kubectl
+from tests.cluster.conftest import ADMIN, KUBECTL, STATE, apply, control_plane, kubectl
 from tests.helpers import wait_for
 from tests.runtime.conftest import BUSYBOX, ENDPOINT, remove_test_pods
 
@@ -161,7 +161,6 @@ async def main() -> int:
     parser.add_argument("--log-mb", type=int, default=20)
     parser.add_argument("--pods", type=int, default=30)
     args = parser.parse_args()
-    cluster_sh("up")
     network_dir = tempfile.mkdtemp(prefix="pykubelet-bench-ipam-")
     assets.write_conflist(CNI_CONF_DIR, assets.render("pod-network.conflist", bridge="pkl0",
                                                       pod_cidr=STANDALONE_POD_CIDR, ipam_dir=network_dir))
@@ -199,4 +198,5 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    with control_plane():
+        sys.exit(asyncio.run(main()))
