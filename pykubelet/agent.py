@@ -5,6 +5,9 @@ Build order follows who needs whom: the wake-up path and the runtime cache exist
 everything that wakes pods, and each part gets what it needs when it is made (no callbacks
 patched in later). Stopping the agent (SIGTERM, or any of its loops dying) never stops a pod:
 containers keep running under containerd, and the next agent adopts them from their CRI labels.
+
+A little over 250 lines: this is the one place that knows every part of the agent, and the
+wiring reads best in one file, top to bottom, in the order the parts are made.
 """
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ import os
 import socket
 from typing import Any
 
-import yaml
 
 from pykubelet import KUBELET_VERSION
 from pykubelet.config import values
@@ -23,6 +22,7 @@ from pykubelet.config.settings import (NETWORK_MODES, STANDALONE_POD_CIDR, Authn
                                        ClusterSettings, NetworkSettings, PodSettings, RuntimeSettings,
                                        ServerSettings, Settings)
 from pykubelet.util.log import get_logger
+from pykubelet.util.yamlfile import read_yaml
 
 __all__ = [
     "AuthnSettings", "AuthzSettings",
@@ -83,13 +83,7 @@ def load_config_file(path: str, settings: Settings, warned: set[str] | None = No
     """Apply a KubeletConfiguration YAML/JSON file onto settings. `warned` collects the settings
     already warned about, so a setting in several files (or a file and a flag) is named once."""
     warned = set() if warned is None else warned
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = yaml.safe_load(f)
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read the kubelet config file: {e.strerror}") from e
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from e
+    doc = read_yaml(path, "kubelet config file", ConfigError)
     if not isinstance(doc, dict):
         raise ConfigError(f"{path}: must be a {CONFIG_KIND} object")
     if doc.get("apiVersion") != CONFIG_API_VERSION or doc.get("kind") != CONFIG_KIND:

@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from pykubelet.util.yamlfile import read_yaml
+
 
 class KubeconfigError(ValueError):
     """A kubeconfig that cannot be used; the message names the file and the field."""
@@ -68,13 +70,7 @@ def _named(path: str, doc: dict[str, Any], kind: str, name: str) -> dict[str, An
 
 def read_kubeconfig(path: str) -> Kubeconfig:
     """The current context's server, CA and client credentials; KubeconfigError says what is wrong."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = yaml.safe_load(f)
-    except OSError as e:
-        raise KubeconfigError(f"{path}: cannot read the kubeconfig: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        raise KubeconfigError(f"{path}: not valid YAML: {e}") from None
+    doc = read_yaml(path, "kubeconfig", KubeconfigError)
     if not isinstance(doc, dict):
         raise KubeconfigError(f"{path}: not a kubeconfig (want a Config object)")
     context_name = doc.get("current-context")

@@ -35,7 +35,7 @@ from pykubelet.kube.reflector import Objects, Reflector
 from pykubelet.network import assets
 from pykubelet.runtime import labels
 from tests.bench.startup import machine, percentile
-from tests.cluster.conftest import ADMIN, STATE, cluster_sh, kubectl
+from tests.cluster.conftest import ADMIN, STATE, cluster_sh, control_plane, kubectl
 from tests.helpers import wait_for
 from tests.runtime.conftest import BUSYBOX, ENDPOINT, free_port, remove_test_pods
 
@@ -220,7 +220,6 @@ async def main() -> int:
     parser.add_argument("--exits", type=int, default=10)
     args = parser.parse_args()
     args.exits = min(args.exits, args.pods)  # the exits are measured on the one-by-one pods
-    cluster_sh("up")
     # Both agents get the same network, run by containerd (pykubelet in runtime mode).
     network_dir = tempfile.mkdtemp(prefix="pykubelet-bench-ipam-")
     assets.write_conflist(CNI_CONF_DIR, assets.render("pod-network.conflist", bridge="pkl0",
@@ -252,4 +251,5 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    with control_plane():
+        sys.exit(asyncio.run(main()))

@@ -33,7 +33,7 @@ from pykubelet.kube.client import KubeClient
 from pykubelet.network import assets
 from tests.bench.cluster_startup import CNI_CONF_DIR, NodeAgent, Watcher, pod, ready_untainted
 from tests.bench.startup import machine, percentile
-from tests.cluster.conftest import ADMIN, cluster_sh, kubectl
+from tests.cluster.conftest import ADMIN, control_plane, kubectl
 from tests.helpers import wait_for
 from tests.runtime.conftest import BUSYBOX, ENDPOINT, remove_test_pods
 
@@ -191,7 +191,6 @@ async def main() -> int:
     parser.add_argument("--idle", type=float, default=60.0)
     parser.add_argument("--skip-standalone", action="store_true")
     args = parser.parse_args()
-    cluster_sh("up")
     network_dir = tempfile.mkdtemp(prefix="pykubelet-bench-ipam-")
     assets.write_conflist(CNI_CONF_DIR, assets.render("pod-network.conflist", bridge="pkl0",
                                                       pod_cidr=STANDALONE_POD_CIDR, ipam_dir=network_dir))
@@ -219,4 +218,5 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    with control_plane():
+        sys.exit(asyncio.run(main()))
