@@ -119,7 +119,16 @@ if ctr_ok; then
 else
     [ -S "$sock" ] && warn "stale $sock (no answer); starting a new containerd"
     say "starting containerd (log $log_dir/containerd.log)"
-    setsid nohup containerd --config "$config" </dev/null >>"$log_dir/containerd.log" 2>&1 &
+    # containerd outlives this script, so it must not keep what this script was handed above
+    # stdio: under `flock /tmp/pkl-tests.lock make ...` that is the test lock's descriptor, and a
+    # daemon holding it blocks every later locked run until containerd stops.
+    (
+        for fd in /proc/"$BASHPID"/fd/*; do
+            fd="${fd##*/}"
+            [ "$fd" -gt 2 ] && eval "exec $fd>&-"
+        done
+        exec setsid nohup containerd --config "$config" </dev/null >>"$log_dir/containerd.log" 2>&1
+    ) &
     pid=$!
     echo "$pid" >"$run_dir/containerd.pid"
     echo "$cfg_sum" >"$run_dir/containerd.config.sha256"
