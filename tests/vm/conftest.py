@@ -17,7 +17,7 @@ from typing import Iterator
 import pytest
 
 from tests.vm import bundle as bundles
-from tests.vm.machine import REPO, STATE, Machine, free_port
+from tests.vm.machine import REPO, STATE, Machine, private_network
 
 BUNDLE_MOUNT = "/bundle"
 PROVISION_ENV = {"PKL_BUNDLE": BUNDLE_MOUNT, "PKL_REPO": f"{BUNDLE_MOUNT}/repo"}
@@ -48,10 +48,10 @@ def vm_bed() -> Iterator[tuple[Path, Path]]:
             pass
 
 
-def boot(bed: tuple[Path, Path], name: str, number: int, private_port: int, listen: bool,
+def boot(bed: tuple[Path, Path], name: str, number: int, private_port: int, peer_port: int,
          forwards: dict[int, int] | None = None) -> Machine:
     """A VM up, SSH answering and the bundle mounted where the provisioning reads it."""
-    machine = Machine(name, number, bed[0], bed[1], private_port, listen, forwards=forwards or {}).up()
+    machine = Machine(name, number, bed[0], bed[1], private_port, peer_port, forwards=forwards or {}).up()
     machine.wait_for_ssh()
     mount_bundle(machine)
     return machine
@@ -77,5 +77,6 @@ def journal(machine: Machine, unit: str = "kubelet", lines: int = 60) -> str:
 
 
 @pytest.fixture(scope="module")
-def private_port() -> int:
-    return free_port()
+def private_ports() -> tuple[int, int]:
+    """The two ends of the private network (tests/vm/machine.py): the first VM's, the second's."""
+    return private_network()

@@ -65,14 +65,15 @@ class Cluster:
                 journal(self.worker))
 
 
-def up(vm_bed, private_port: int, api_port: int | None = None, **provision_env: str) -> Cluster:
+def up(vm_bed, private_ports: tuple[int, int], api_port: int | None = None, **provision_env: str) -> Cluster:
     """Both VMs booted and provisioned as `vagrant up` would: node.sh on each (at once), then
     control-plane.sh, then worker.sh with the CA hash control-plane.sh printed. `api_port`:
     the apiserver forwarded to 127.0.0.1 on the host too."""
     token = new_token()
     with ThreadPoolExecutor(2) as pool:
-        cp_boot = pool.submit(boot, vm_bed, "pkl-cp", 10, private_port, True, {6443: api_port} if api_port else None)
-        worker_boot = pool.submit(boot, vm_bed, "pkl-w1", 11, private_port, False)
+        ours, theirs = private_ports
+        cp_boot = pool.submit(boot, vm_bed, "pkl-cp", 10, ours, theirs, {6443: api_port} if api_port else None)
+        worker_boot = pool.submit(boot, vm_bed, "pkl-w1", 11, theirs, ours)
         cp, worker = cp_boot.result(), worker_boot.result()
         for done in [pool.submit(provision, cp, "node.sh"), pool.submit(provision, worker, "node.sh")]:
             done.result()
@@ -85,18 +86,12 @@ def up(vm_bed, private_port: int, api_port: int | None = None, **provision_env: 
 
 
 @pytest.fixture(scope="module")
-def cluster(vm_bed, private_port):
-    machines: list[Machine] = []
+def cluster(vm_bed, private_ports):
     try:
-        plane = up(vm_bed, private_port)
-        machines += [plane.cp, plane.worker]
-        yield plane
-    finally:
+        yield up(vm_bed, private_ports)
+    finally:  # by name: a VM that booted is downed even when up() failed half-way
         for name in ("pkl-cp", "pkl-w1"):
-            from tests.vm.machine import STATE
-            pid = STATE / name / "qemu.pid"
-            if pid.exists() or (STATE / name).exists():
-                Machine(name, 0, vm_bed[0], vm_bed[1], 0, False).down()
+            Machine(name, 0, vm_bed[0], vm_bed[1], 0, 0).down()
 
 
 def pod_on(node: str, name: str) -> str:

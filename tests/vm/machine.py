@@ -11,8 +11,11 @@ and images, since nothing can be downloaded), the private network's address, the
 Each VM: the image's root filesystem through its own qcow2 overlay (the image stays as built),
 the bundle disk read-only, 2 CPUs and 2 GiB (kubeadm's preflight minimum for a control plane),
 a user-mode NIC that reaches nothing but the SSH port forwarded from 127.0.0.1 (restrict=on),
-and a NIC on a private network that exists only between the VMs (qemu's socket netdev over
-loopback: no bridge or tap on the host). `down` kills qemu and removes the overlay.
+and a NIC on a private network that exists only between two VMs: each qemu sends the frames to the
+other's UDP port on loopback (qemu's socket netdev in udp mode; no bridge or tap on the host).
+Datagrams, not a stream: with `listen`/`connect` a VM that started before its peer listened, or
+whose connection dropped, was cut off for good (qemu never reconnects), and so was a worker
+powered off and booted again. `down` kills qemu and removes the overlay.
 """
 
 from __future__ import annotations
@@ -39,6 +42,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def private_network() -> tuple[int, int]:
+    """Two free UDP ports on loopback: the two ends of a private network (one per VM)."""
+    with socket.socket(type=socket.SOCK_DGRAM) as a, socket.socket(type=socket.SOCK_DGRAM) as b:
+        a.bind(("127.0.0.1", 0))
+        b.bind(("127.0.0.1", 0))
+        return a.getsockname()[1], b.getsockname()[1]
+
+
 def insecure_key() -> Path:
     """Vagrant's insecure private key from Debian's vagrant package, as ssh wants it (mode 0600)."""
     found = sorted(Path("/").glob(INSECURE_KEY_GLOB.lstrip("/")))
@@ -60,8 +71,9 @@ class Machine:
     image: Path
     bundle: Path
     private_port: int
-    """The private network: the first VM listens on this loopback port, the others connect."""
-    listen: bool
+    """This VM's end of the private network: the UDP port on loopback its qemu receives on."""
+    peer_port: int
+    """The other VM's end, where this one's frames go (nobody there: the frames are dropped)."""
     ssh_port: int = field(default_factory=free_port)
     forwards: dict[int, int] = field(default_factory=dict)
     """More guest ports reachable on 127.0.0.1 (guest port -> host port), e.g. the apiserver's."""
@@ -99,7 +111,7 @@ class Machine:
         overlay = self.state / "root.qcow2"
         nat = ",".join(f"hostfwd=tcp:127.0.0.1:{host}-:{guest}" for guest, host in {22: self.ssh_port,
                                                                                    **self.forwards}.items())
-        private = f"listen=127.0.0.1:{self.private_port}" if self.listen else f"connect=127.0.0.1:{self.private_port}"
+        private = f"udp=127.0.0.1:{self.peer_port},localaddr=127.0.0.1:{self.private_port}"
         argv = [
             "qemu-system-x86_64", "-name", self.name, "-machine", "q35", "-accel", "tcg,thread=multi",
             "-cpu", "max", "-smp", str(CPUS), "-m", str(MEMORY_MIB), "-display", "none", "-monitor", "none",

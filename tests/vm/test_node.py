@@ -32,8 +32,8 @@ MEMORY_LIMIT = 64 * 2**20
 
 
 @pytest.fixture(scope="module")
-def node(vm_bed, private_port):
-    machine = boot(vm_bed, "pkl-node", 10, private_port, listen=True)
+def node(vm_bed, private_ports):
+    machine = boot(vm_bed, "pkl-node", 10, *private_ports)
     try:
         provision(machine, "node.sh")
         yield machine
