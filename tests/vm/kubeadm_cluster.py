@@ -6,7 +6,7 @@ each, `systemctl restart kubelet` restarting no pod, and `systemctl stop kubelet
 worker NotReady until `systemctl start` brings it back.
 
 Not collected by `make test` (the file name is not test_*.py): two VMs under emulation take
-~20 minutes. tests/bench/vm.py times the same cluster.
+~11 minutes. tests/bench/vm.py times the same cluster.
 """
 
 from __future__ import annotations
