@@ -35,7 +35,7 @@ from tests.bench.startup import machine as machine_details
 from tests.vm import bundle as bundles
 from tests.vm.conftest import image, mount_bundle
 from tests.vm.kubeadm_cluster import Cluster, up
-from tests.vm.machine import STATE, Machine, free_port, private_network
+from tests.vm.machine import STATE, Machine, free_port, private_network, remove_state
 
 KUBECTL = bundles.K8S_BIN / "kubectl"
 KUBELETS = {"pykubelet": "/opt/pykubelet/venv/bin/pykubelet", "kubelet": "/usr/local/bin/kubelet-real"}
@@ -135,6 +135,7 @@ def main() -> int:
         for name in ("pkl-cp", "pkl-w1"):
             Machine(name, 0, bed[0], bed[1], 0, 0).down()
         shutil.rmtree(work, ignore_errors=True)
+        remove_state()
     print(f"\n{'worker, qemu TCG':<38}{'pykubelet p50':>14}{'kubelet p50':>13}{'ratio':>7}   (n={args.rounds} each)")
     for key, label in (("boot", "machine start → Node Ready"), ("restart", "systemctl restart → Node Ready"),
                        ("restart_returned", "systemctl restart returns (READY=1)")):

@@ -17,7 +17,7 @@ from typing import Iterator
 import pytest
 
 from tests.vm import bundle as bundles
-from tests.vm.machine import REPO, STATE, Machine, private_network
+from tests.vm.machine import REPO, STATE, Machine, private_network, remove_state
 
 BUNDLE_MOUNT = "/bundle"
 PROVISION_ENV = {"PKL_BUNDLE": BUNDLE_MOUNT, "PKL_REPO": f"{BUNDLE_MOUNT}/repo"}
@@ -41,11 +41,7 @@ def vm_bed() -> Iterator[tuple[Path, Path]]:
         yield built, bundles.build(work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-        try:
-            STATE.joinpath("vagrant-insecure-key").unlink(missing_ok=True)
-            STATE.rmdir()
-        except OSError:
-            pass
+        remove_state()
 
 
 def boot(bed: tuple[Path, Path], name: str, number: int, private_port: int, peer_port: int,

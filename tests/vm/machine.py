@@ -63,6 +63,15 @@ def insecure_key() -> Path:
     return copy
 
 
+def remove_state() -> None:
+    """The state directory gone (the key copy with it) once no VM is left in it."""
+    STATE.joinpath("vagrant-insecure-key").unlink(missing_ok=True)
+    try:
+        STATE.rmdir()
+    except OSError:
+        pass
+
+
 @dataclass
 class Machine:
     name: str
