@@ -39,19 +39,23 @@ def _parse_port(r: _Reader, raw: Any, path: str) -> ContainerPort | None:
 
 
 def _requests(r: _Reader, container: dict[str, Any], path: str) -> tuple[int, int]:
-    """(cpu millicores, memory bytes) requested; limits stand in for missing requests, as in the API."""
+    """(cpu millicores, memory bytes) requested; limits stand in for missing requests, as in the API.
+    Every cpu and memory amount is checked here, limits too, so nothing later meets a bad one; a
+    null amount is a zero quantity, as the API decodes it."""
     resources = r.mapping(container.get("resources"), f"{path}.resources")
-    out = []
-    for key, parse in (("cpu", cpu_millis), ("memory", quantity_bytes)):
-        value = r.mapping(resources.get("requests"), f"{path}.resources.requests").get(key)
-        if value is None:
-            value = r.mapping(resources.get("limits"), f"{path}.resources.limits").get(key)
-        try:
-            out.append(parse(value) if value is not None else 0)
-        except ValueError:
-            r.fail(f"{path}.resources.requests.{key}", f"Invalid value: {value!r}: must be a quantity")
-            out.append(0)
-    return out[0], out[1]
+    amounts: dict[str, dict[str, int]] = {}
+    for kind in ("requests", "limits"):
+        given = r.mapping(resources.get(kind), f"{path}.resources.{kind}")
+        amounts[kind] = {}
+        for key, parse in (("cpu", cpu_millis), ("memory", quantity_bytes)):
+            if given.get(key) is None:
+                continue
+            try:
+                amounts[kind][key] = parse(given[key])
+            except ValueError:
+                r.fail(f"{path}.resources.{kind}.{key}", f"Invalid value: {given[key]!r}: must be a quantity")
+    requested = {key: amounts["requests"].get(key, amounts["limits"].get(key, 0)) for key in ("cpu", "memory")}
+    return requested["cpu"], requested["memory"]
 
 
 def _parse_container(r: _Reader, raw: Any, path: str, host_network: bool = False,
