@@ -192,9 +192,8 @@ def unsupported_fields(pod: "Pod") -> list[str]:
     spec = pod.raw.get("spec") or {}
     out = [f"spec.{key}" for key, value in spec.items() if value not in (None, [], {}, False)
            and key not in SUPPORTED_POD_FIELDS]
-    for i, volume in enumerate(spec.get("volumes") or []):
-        kinds = [k for k in volume if k != "name"]
-        out += [f"spec.volumes[{i}].{k}" for k in kinds if k not in SUPPORTED_VOLUME_TYPES]
+    out += [f"spec.volumes[{i}].{volume.kind}" for i, volume in enumerate(pod.volumes)
+            if volume.kind and volume.kind not in SUPPORTED_VOLUME_TYPES]
     for kind, containers in (("initContainers", pod.init_containers), ("containers", pod.containers)):
         for i, container in enumerate(containers):
             out += [f"spec.{kind}[{i}].{key}" for key, value in container.raw.items()

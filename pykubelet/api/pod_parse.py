@@ -124,12 +124,12 @@ def _parse_mounts(r: _Reader, container: dict[str, Any], path: str) -> list[Volu
 def _parse_volumes(r: _Reader, spec: dict[str, Any]) -> list[Volume]:
     volumes = []
     for i, item in enumerate(r.items(spec.get("volumes"), "spec.volumes")):
+        # A null entry decodes as an empty volume in the API, which its validation refuses: no name.
         volume = r.mapping(item, f"spec.volumes[{i}]")
-        if volume:
-            kind = next((k for k in volume if k != "name"), "")
-            source = volume.get(kind)
-            volumes.append(Volume(name=r.string(volume, "name", f"spec.volumes[{i}]"), kind=kind,
-                                  source=source if isinstance(source, dict) else {}))
+        kind = next((k for k in volume if k != "name"), "")
+        source = volume.get(kind)
+        volumes.append(Volume(name=r.string(volume, "name", f"spec.volumes[{i}]", required=True), kind=kind,
+                              source=source if isinstance(source, dict) else {}))
     return volumes
 
 

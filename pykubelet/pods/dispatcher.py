@@ -50,15 +50,10 @@ class PodDispatcher:
         for uid, pod in new.items():
             if uid in self.rejected:
                 continue
-            worker = self.workers.get(uid)
-            if pod.deletion_timestamp:
-                self._terminate(uid, pod, worker, pod.deletion_grace_period_seconds, "Pod deleted")
-            elif worker is None:
-                if uid not in self.desired and self._admitted(pod):
-                    log.info("Pod added", pod=pod.full_name, uid=uid)
-                    self._start_worker(uid, pod)
-            elif not worker.terminating and pod is not self.desired.get(uid):
-                worker.update(pod)
+            try:
+                self._hand_over(uid, pod)
+            except Exception as e:  # noqa: BLE001 - a bug meeting one odd pod must not end the source's loop
+                log.error("Could not hand a pod to its worker; this is a pykubelet bug", exc_info=e, pod=pod.full_name)
         for uid in self.desired.keys() - new.keys():
             pod = self.desired[uid]
             if uid in self.rejected:
@@ -67,6 +62,17 @@ class PodDispatcher:
                 continue
             self._terminate(uid, pod, self.workers.get(uid), pod.termination_grace_period_seconds, "Pod removed")
         self.desired = new
+
+    def _hand_over(self, uid: str, pod: Pod) -> None:
+        worker = self.workers.get(uid)
+        if pod.deletion_timestamp:
+            self._terminate(uid, pod, worker, pod.deletion_grace_period_seconds, "Pod deleted")
+        elif worker is None:
+            if uid not in self.desired and self._admitted(pod):
+                log.info("Pod added", pod=pod.full_name, uid=uid)
+                self._start_worker(uid, pod)
+        elif not worker.terminating and pod is not self.desired.get(uid):
+            worker.update(pod)
 
     def _terminate(self, uid: str, pod: Pod, worker: PodWorker | None, grace: int | None, why: str) -> None:
         if worker is not None and worker.terminating:

@@ -209,3 +209,8 @@ def test_a_bad_amount_is_refused_naming_its_field_in_requests_and_limits(kind):
     given[kind]["memory"] = "lots"
     with pytest.raises(ValueError, match=rf"containers\[0\]\.resources\.{kind}\.memory.*'lots'.*must be a quantity"):
         make_pod(resources(**given))
+
+
+def test_a_null_volume_is_refused_for_its_missing_name():
+    with pytest.raises(ValueError, match=r"spec\.volumes\[0\]\.name.*Required value"):
+        make_pod(resources(), spec={"volumes": [None]})

@@ -157,3 +157,20 @@ async def test_a_node_disk_that_refuses_the_pods_directories_is_retried_not_fata
     assert not node.runtime.sandboxes and node.status().get("phase") != "Running"
     logs.unlink()  # space again
     await until(lambda: node.status().get("phase") == "Running", what="Running once the disk takes it")
+
+
+async def test_a_pod_the_dispatcher_cannot_handle_leaves_the_other_pods_and_the_source_running(node, monkeypatch):
+    # A bug meeting one odd pod (here: admission raising for it) is logged for that pod; the
+    # source's call returns, so the other pods of the same set still start.
+    from pykubelet.pods import dispatcher
+
+    real_admit = dispatcher.admit
+
+    def admit(p, *args, **kwargs):
+        if p.name == "odd":
+            raise TypeError("'NoneType' object is not iterable")
+        return real_admit(p, *args, **kwargs)
+    monkeypatch.setattr(dispatcher, "admit", admit)
+    node.dispatcher.set_pods([pod("odd", uid="uid-odd"), pod()])
+    await until(lambda: node.status().get("phase") == "Running", what="the other pod Running")
+    assert "uid-odd" not in node.dispatcher.workers
