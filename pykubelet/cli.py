@@ -1,4 +1,5 @@
-"""The `pykubelet` command: the agent by default; `pods`, `cri` and `leaks` to look at a node."""
+"""The `pykubelet` command: the agent by default; `pods`, `cri` and `leaks` to look at a node;
+`proxy` for kube-proxy's job (Service IPs to endpoints) on the node."""
 
 from __future__ import annotations
 
@@ -38,6 +39,10 @@ def main(argv: list[str] | None = None) -> int:
         from pykubelet.tools import inspect
 
         return inspect.main(argv)
+    if argv and argv[0] == "proxy":
+        from pykubelet.proxy import server
+
+        return server.main(argv[1:])
     if argv and argv[0] == "leaks":
         from pykubelet.tools import leaks
 
