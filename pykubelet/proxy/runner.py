@@ -9,7 +9,6 @@ of changes within minSyncPeriod becomes one sync. With nothing asked, a periodic
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Awaitable, Callable
 
 from pykubelet.util.log import get_logger
@@ -32,6 +31,7 @@ class SyncRunner:
         self._wanted.set()
 
     async def run(self) -> None:
+        clock = asyncio.get_running_loop().time  # the loop's clock: virtual in the unit tests
         wait = self.period
         while True:
             try:
@@ -40,7 +40,7 @@ class SyncRunner:
             except asyncio.TimeoutError:
                 periodic = True
             self._wanted.clear()
-            started = time.monotonic()
+            started = clock()
             try:
                 ok = await self._sync(periodic)
             except Exception as e:  # a bug in one sync must not end the loop: log it, try again later
@@ -48,7 +48,7 @@ class SyncRunner:
                 ok = False
             self.syncs += 1
             due = started + (self.period if ok else min(self.retry, self.period))
-            rest = self.min_interval - (time.monotonic() - started)
+            rest = self.min_interval - (clock() - started)
             if rest > 0:
                 await asyncio.sleep(rest)  # changes meanwhile only set _wanted: they coalesce
-            wait = max(0.0, due - time.monotonic())
+            wait = max(0.0, due - clock())
