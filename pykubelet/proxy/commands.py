@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 
-COMMAND_TIMEOUT = 120.0  # a restore of 5,000 Services' rules takes seconds; a hung one is a failure
+# Debian 12's iptables-nft restores tens of thousands of chains in minutes (5,000 Services with 10
+# endpoints each: about five), kube-proxy's restores too; only a command hung for longer fails.
+COMMAND_TIMEOUT = 1800.0
 
 
 class CommandFailed(RuntimeError):
