@@ -11,9 +11,13 @@ to those endpoints: with iptables (the default mode) or nftables. The parts, eac
     names.py         chain names (kube-proxy's hashes)
     iptables_rules.py, iptables.py   the iptables mode: rule text, and one iptables-restore per sync
     nftables_rules.py, nftables.py   the nftables mode: one table, one `nft -f` transaction per sync
+    proxier.py       what one sync is: inputs -> backend, full or partial, metrics, health
+    conntrack.py     stale UDP flows cleared after a UDP Service's endpoints change
     runner.py        coalesced syncs: minSyncPeriod apart, at least every syncPeriod, retries
     health.py        /healthz and /livez; /metrics (metrics.py, kube-proxy's metric names)
     server.py        the wiring: client, watches, the node's identity, the sync loop; --cleanup
+    commands.py      running iptables-save/-restore and nft: text in, text out, a deadline
+    rbac.yaml        its identity's grant: system:node-proxier for a kube-proxy ServiceAccount
 
 It is IPv4 only, like the rest of pykubelet's pod network.
 """

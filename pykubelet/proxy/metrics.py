@@ -44,6 +44,12 @@ IPTABLES_RULES_LAST = Gauge("kubeproxy_sync_proxy_rules_iptables_last",
                             registry=REGISTRY)
 NFTABLES_SYNC_FAILURES = Counter("kubeproxy_sync_proxy_rules_nftables_sync_failures_total",
                                  "Cumulative proxy nftables sync failures", ["ip_family"], registry=REGISTRY)
+CONNTRACK_DURATION = Histogram("kubeproxy_conntrack_reconciler_sync_duration_seconds",
+                               "ReconcileConntrackFlowsLatency latency in seconds", ["ip_family"],
+                               buckets=_SYNC_BUCKETS, registry=REGISTRY)
+CONNTRACK_DELETED = Counter("kubeproxy_conntrack_reconciler_deleted_entries_total",
+                            "Cumulative conntrack flows deleted by conntrack reconciler", ["ip_family"],
+                            registry=REGISTRY)
 HEALTHZ = Counter("kubeproxy_proxy_healthz_total", "Cumulative proxy healthz HTTP status", ["code"],
                   registry=REGISTRY)
 LIVEZ = Counter("kubeproxy_proxy_livez_total", "Cumulative proxy livez HTTP status", ["code"], registry=REGISTRY)

@@ -2,7 +2,8 @@
 
 Full or partial: the first sync, the one after a failure, and the periodic one (every syncPeriod)
 are full; a sync that a change asked for writes only the Service ports that differ from the last
-successful sync. Large clusters (more than 1,000 endpoints, kube-proxy's threshold) skip the
+successful sync. After a sync that changed a UDP Service's endpoints, stale UDP flows are cleared (conntrack.py).
+Large clusters (more than 1,000 endpoints, kube-proxy's threshold) skip the
 periodic full rewrite, as kube-proxy does: their periodic sync checks that the rules are still in
 the kernel and rewrites them all only if not, or once an hour. Nothing is synced before both
 Services and EndpointSlices have been listed once, so a restart never programs a partial view
@@ -15,7 +16,7 @@ import dataclasses
 import time
 from typing import Any, Callable, Protocol
 
-from pykubelet.proxy import metrics
+from pykubelet.proxy import conntrack, metrics
 from pykubelet.proxy.health import HealthState
 from pykubelet.proxy.inputs import Inputs, Objects
 from pykubelet.proxy.model import ServicePort, ServicePortName
@@ -85,6 +86,8 @@ class Proxier:
         metrics.NO_LOCAL_ENDPOINTS.labels("external", metrics.IP_FAMILY).set(
             sum(1 for r in rules.values() if r.no_local_external))
         self.health.updated()
+        if conntrack.udp_changed(self._synced, ports):
+            await conntrack.clean_stale_udp(list(ports.values()))
         self._synced = ports
         self.need_full = False
         if full:
