@@ -42,6 +42,7 @@ NAMESPACE = "t-bench-proxy"
 K8S_BIN = os.path.join(os.environ.get("PYKUBELET_CACHE", "/var/cache/pykubelet"), "k8s",
                        os.environ.get("K8S_VERSION", "v1.36.3"), "bin")
 METRICS = "127.0.0.1:10249"
+API = f"127.0.0.1:{os.environ.get('PYKUBELET_API_PORT', '6443')}"  # the admin kubeconfig's server (tests/bed/cluster.sh)
 SERVER_IP, SERVER_PORT = "10.244.99.10", 8080  # the latency test's endpoint: a listener on the node
 MODES = ("iptables", "nftables")
 KINDS = ("kube-proxy", "pykubelet")
@@ -74,7 +75,7 @@ class Node:
         sh("ip", "-n", NETNS, "addr", "add", f"{SERVER_IP}/32", "dev", "d0")
         sh("ip", "-n", NETNS, "route", "add", "default", "via", "10.250.99.254", "dev", "d0")
         self.relay = subprocess.Popen([sys.executable, "-m", "tests.bed.relay", "--netns", NETNS, "--listen",
-                                       "127.0.0.1:6443", "--to", "127.0.0.1:6443"], cwd=REPO, stdout=subprocess.PIPE,
+                                       API, "--to", API], cwd=REPO, stdout=subprocess.PIPE,
                                       text=True)
         assert self.relay.stdout is not None and self.relay.stdout.readline().strip() == "ready"
         return self
