@@ -29,13 +29,14 @@ test: setup control-plane ## unit + runtime, cluster and multi-node tests agains
 unit: venv ## only the tests that need no runtime
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-bench: setup ## pod startup (CRI floor vs pykubelet; the real kubelet vs pykubelet on a cluster); agent vs runtime network mode; the kubelet API (exec, logs, stats), density at maxPods and churn vs the real kubelet; Service proxying vs the real kube-proxy
+bench: setup ## pod startup (CRI floor vs pykubelet; the real kubelet vs pykubelet on a cluster); agent vs runtime network mode; the kubelet API (exec, logs, stats), density at maxPods and churn vs the real kubelet; kubeadm join vs the real kubelet; Service proxying vs the real kube-proxy
 	$(PY) -m tests.bench.startup
 	$(PY) -m tests.bench.cluster_startup
 	$(PY) -m tests.bench.network
 	$(PY) -m tests.bench.kubelet_api
 	$(PY) -m tests.bench.density
 	$(PY) -m tests.bench.churn
+	$(PY) -m tests.bench.kubeadm
 	$(PY) -m tests.bench.proxy
 
 soak: setup ## the long versions of the fuzz and fault suites (CI runs a sample of each)

@@ -1,5 +1,6 @@
 """The `pykubelet` command: the agent by default; `pods`, `cri` and `leaks` to look at a node;
-`proxy` for kube-proxy's job (Service IPs to endpoints) on the node."""
+`explain pod` and `doctor` to ask it what is wrong; `proxy` for kube-proxy's job (Service IPs to
+endpoints) on the node."""
 
 from __future__ import annotations
 
@@ -43,6 +44,14 @@ def main(argv: list[str] | None = None) -> int:
         from pykubelet.proxy import server
 
         return server.main(argv[1:])
+    if argv and argv[0] == "explain":
+        from pykubelet.diagnose import explain
+
+        return explain.main(argv[1:])
+    if argv and argv[0] == "doctor":
+        from pykubelet.diagnose import doctor
+
+        return doctor.main(argv[1:])
     if argv and argv[0] == "leaks":
         from pykubelet.tools import leaks
 
