@@ -16,9 +16,8 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import yaml
-
-from pykubelet.util.durations import parse_duration
+from pykubelet.config import values
+from pykubelet.util.yamlfile import read_yaml
 
 API_VERSION = "kubeproxy.config.k8s.io/v1alpha1"
 KIND = "KubeProxyConfiguration"
@@ -64,19 +63,8 @@ class ProxySettings:
 
 # --- value parsers: each raises ValueError saying what it wanted
 
-def _bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    raise ValueError(f"must be true or false, got {value!r}")
-
-
-def _duration(value: Any) -> float:
-    seconds = parse_duration(value)
-    if seconds < 0:
-        raise ValueError(f"must not be negative, got {value!r}")
-    return seconds
+_bool = values.boolean
+_duration = values.non_negative_duration
 
 
 def _mode(value: Any) -> str:
@@ -197,13 +185,7 @@ def _leaves(doc: dict[str, Any], prefix: str = "") -> Any:
 
 
 def load_file(path: str, settings: ProxySettings, warn: Callable[[str], None]) -> None:
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = yaml.safe_load(f)
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read the kube-proxy config file: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    doc = read_yaml(path, "kube-proxy config file", ConfigError)
     if not isinstance(doc, dict):
         raise ConfigError(f"{path}: must be a {KIND} object")
     if doc.get("apiVersion") != API_VERSION or doc.get("kind") != KIND:

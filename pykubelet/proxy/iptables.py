@@ -19,7 +19,7 @@ from pykubelet.proxy.commands import CommandFailed, run
 from pykubelet.proxy.iptables_rules import (CANARY, FILTER_CHAINS, JUMPS, KUBELET_FIREWALL, KUBELET_JUMPS, NAT_CHAINS,
                                             Jump, PortRules, RuleSettings, fixed_rules, forward_rules, nodeports_jump,
                                             port_rules)
-from pykubelet.proxy.model import ServicePort, ServicePortName
+from pykubelet.proxy.model import ServicePort, ServicePortName, rules_to_write
 from pykubelet.util.log import get_logger
 
 log = get_logger(__name__)
@@ -71,14 +71,8 @@ class IptablesBackend:
         saved = tables(await run("iptables-save")) if full else {}
         existing = ({c for c in chains_of(saved.get("nat", [])) if names.is_iptables_service_chain(c)}
                     if full else set(self._chains))
-        rules: dict[ServicePortName, PortRules] = {}
-        written: list[ServicePortName] = []
-        for name in sorted(ports):
-            if not full and changed is not None and name not in changed and name in self._rules:
-                rules[name] = self._rules[name]
-            else:
-                rules[name] = port_rules(ports[name], self.settings, large)
-                written.append(name)
+        rules, written = rules_to_write(ports, None if full else changed, self._rules,
+                                        lambda port: port_rules(port, self.settings, large))
         active = {chain for r in rules.values() for chain in r.chains}
         stale = sorted(existing - active)
         text, counts = self._text(rules, written, stale, saved if full else None)

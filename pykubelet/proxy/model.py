@@ -8,6 +8,7 @@ types, so equal inputs give equal rules (the partial syncs rely on it).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable, TypeVar
 
 
 @dataclass(frozen=True, order=True)
@@ -83,3 +84,22 @@ class ServicePort:
     @property
     def uses_local_endpoints(self) -> bool:
         return self.internal_local or (self.external_local and self.externally_accessible)
+
+
+R = TypeVar("R")
+
+
+def rules_to_write(ports: dict[ServicePortName, ServicePort], changed: set[ServicePortName] | None,
+                   previous: dict[ServicePortName, R], build: Callable[[ServicePort], R]
+                   ) -> tuple[dict[ServicePortName, R], list[ServicePortName]]:
+    """Every port's rules, and the ports whose rules must be written: all of them on a full sync
+    (changed=None), else the changed ones and any the last sync did not have."""
+    rules: dict[ServicePortName, R] = {}
+    written: list[ServicePortName] = []
+    for name in sorted(ports):
+        if changed is not None and name not in changed and name in previous:
+            rules[name] = previous[name]
+        else:
+            rules[name] = build(ports[name])
+            written.append(name)
+    return rules, written

@@ -17,7 +17,7 @@ import json
 
 from pykubelet.proxy import metrics, names
 from pykubelet.proxy.commands import CommandFailed, run
-from pykubelet.proxy.model import ServicePort, ServicePortName
+from pykubelet.proxy.model import ServicePort, ServicePortName, rules_to_write
 from pykubelet.proxy.nftables_rules import (CONTAINERS, TABLE, Elements, PortRules, RuleSettings, affinity_set_text,
                                             chain_head, element_text, fixed_table, port_rules)
 from pykubelet.util.log import get_logger
@@ -83,14 +83,7 @@ class NftablesBackend:
             chains, sets = await self._existing()
         else:
             chains, sets = set(self._chains), set(self._affinity_sets)
-        rules: dict[ServicePortName, PortRules] = {}
-        written: list[ServicePortName] = []
-        for name in sorted(ports):
-            if not full and changed is not None and name not in changed and name in self._rules:
-                rules[name] = self._rules[name]
-            else:
-                rules[name] = port_rules(ports[name], self.settings)
-                written.append(name)
+        rules, written = rules_to_write(ports, changed, self._rules, lambda port: port_rules(port, self.settings))
         want = desired_elements(rules)
         active_chains = {c for r in rules.values() for c in r.chains}
         active_sets = {s: t for r in rules.values() for s, t in r.affinity_sets.items()}

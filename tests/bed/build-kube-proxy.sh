@@ -39,14 +39,9 @@ cd "$src"
 t0=$SECONDS
 say "resolving kube-proxy's module graph"
 go mod tidy
-# The same version stamps as the control plane (hack/lib/version.sh), so
-# kube-proxy --version reports the release.
-minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
-ldflags="-s -w"
-for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
-  ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-  ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-done
+# The release stamps (tests/bed/version-ldflags.sh).
+source "$here/version-ldflags.sh"
+ldflags=$(version_ldflags "$K8S_VERSION")
 say "building kube-proxy (a few minutes on 2 cores; the go build prints nothing meanwhile)"
 CGO_ENABLED=0 go build -p 2 -trimpath -tags selinux,notest,grpcnotrace -ldflags "$ldflags" \
   -o "$BIN/.kube-proxy.new" k8s.io/kubernetes/cmd/kube-proxy
