@@ -20,6 +20,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/detach.sh"
 repo="$(cd "$here/../.." && pwd)"
 export K8S_VERSION=${K8S_VERSION:-v1.36.3}
 BIN=${PYKUBELET_CACHE:-/var/cache/pykubelet}/k8s/$K8S_VERSION/bin
@@ -125,8 +126,7 @@ start() {
   pid_of "$name" >/dev/null && return
   [[ -z $(ss -Hltn "sport = :$port") ]] || die "port $port is taken: $(ss -Hltnp "sport = :$port" | grep -o 'users:.*')"
   say "starting $name"
-  # setsid: the daemons outlive the shell (or make) that started them.
-  setsid "$BIN/$name" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
+  detach "$BIN/$name" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null
   echo $! >"$RUN/$name.pid"
 }
 

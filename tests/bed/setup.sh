@@ -15,6 +15,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/detach.sh"
 repo="$(cd "$here/../.." && pwd)"
 
 export PYKUBELET_CACHE="${PYKUBELET_CACHE:-/var/cache/pykubelet}"
@@ -120,7 +121,7 @@ if ctr_ok; then
 else
     [ -S "$sock" ] && warn "stale $sock (no answer); starting a new containerd"
     say "starting containerd (log $log_dir/containerd.log)"
-    setsid nohup containerd --config "$config" </dev/null >>"$log_dir/containerd.log" 2>&1 &
+    detach nohup containerd --config "$config" </dev/null >>"$log_dir/containerd.log" 2>&1
     pid=$!
     echo "$pid" >"$run_dir/containerd.pid"
     echo "$cfg_sum" >"$run_dir/containerd.config.sha256"
