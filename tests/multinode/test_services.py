@@ -352,34 +352,33 @@ async def test_a_pod_reaches_itself_through_its_service(bed, ns):
                           "the hairpin connection", describe=bed.describe) == "self"
 
 
+# A web server whose /cgi-bin/stream answers one line every 0.2 s, for as long as the client listens.
+STREAMER = ("mkdir -p /www/cgi-bin && printf '#!/bin/sh\\necho Content-Type: text/plain\\necho\\n"
+            "while true; do echo tick; sleep 0.2; done\\n' >/www/cgi-bin/stream && chmod +x /www/cgi-bin/stream "
+            "&& exec httpd -f -p 8080 -h /www")
+
+
 async def test_killed_and_restarted_proxies_keep_connections_and_converge(bed, ns):
     n1, n2 = bed.nodes
-    echo = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "echo", "namespace": ns},
-            "spec": {"selector": {"app": "echo"}, "ports": [{"name": "echo", "port": 9000}]}}
     # Every pod first: a pod joining a node's bridge later may change the bridge's MAC address,
     # which stalls that node's pods for a while (their gateway's ARP entry) — not what is tested here.
-    apply([labelled(pod("echo", ns, n2, "exec nc -ll -p 9000 -e cat"), app="echo"), echo,
+    apply([labelled(pod("streamer", ns, n2, STREAMER), app="streamer"), service("stream", ns, "streamer"),
            server("gone", ns, n2, "gone"), service("gone", ns, "gone"), server("late", ns, n2, "late")])
-    await pods_running(ns, {"echo", "gone", "late"}, bed)
-    echo_ip = cluster_ip(ns, "echo")
-    # One long-lived connection through the Service: a line each 0.2 s, echoed back. Each time it
+    await pods_running(ns, {"streamer", "gone", "late"}, bed)
+    stream_ip = cluster_ip(ns, "stream")
+    # One long-lived connection through the Service, a line arriving every 0.2 s. Each time it
     # breaks, the loop notes it in /tmp/breaks and connects again.
-    apply(pod("talker", ns, n1, f"while true; do (while true; do echo ping; sleep 0.2; done) | nc {echo_ip} 9000 "
-                                ">>/tmp/echoed; echo x >>/tmp/breaks; sleep 0.5; done"))
+    apply(pod("talker", ns, n1, f"while true; do wget -qO- http://{stream_ip}/cgi-bin/stream >>/tmp/streamed; "
+                                "echo x >>/tmp/breaks; sleep 0.5; done"))
     await pods_running(ns, {"talker"}, bed)
 
     async def lines(path: str) -> int:
         code, out, err = await exec_in(n1, ns, "talker", f"cat {path} 2>/dev/null | wc -l")
         assert code == 0, f"exec in the talker failed: {err}"
         return int(out.strip())
-
-    async def echoed() -> int:
-        return await lines("/tmp/echoed")
-
-    async def breaks() -> int:
-        return await lines("/tmp/breaks")
-    await wait_for(lambda: echoed(), 30, "the connection through the Service to carry data", describe=bed.describe)
-    breaks_before = await breaks()
+    await wait_for(lambda: lines("/tmp/streamed"), 30, "the connection through the Service to carry data",
+                   describe=bed.describe)
+    breaks_before = await lines("/tmp/breaks")
     for proxy in bed.proxies:
         assert proxy.stop(signal.SIGKILL) == -signal.SIGKILL
     # While no proxy runs: a Service comes, another goes.
@@ -393,23 +392,16 @@ async def test_killed_and_restarted_proxies_keep_connections_and_converge(bed, n
                    "the Service created while the proxies were down", describe=bed.describe)
     await wait_for(lambda: bed.rules_nowhere(f"{ns}/gone"), 30, "the rules of the Service deleted meanwhile gone",
                    describe=bed.describe)
-    before = await echoed()
+    before = await lines("/tmp/streamed")
+    await wait_for(lambda: _more(lambda: lines("/tmp/streamed"), before + 5), 10,
+                   "the old connection to keep carrying data", describe=lambda: diagnose(bed, n1, ns, stream_ip))
+    assert await lines("/tmp/breaks") == breaks_before, \
+        f"the established connection broke across the proxies' restart\n{diagnose(bed, n1, ns, stream_ip)}"
 
-    def flows() -> str:
-        out = in_netns(n1.name, "conntrack", "-L", "-p", "tcp", "--orig-dst", echo_ip).stdout
-        out += "\n--- n2 conntrack:\n" + in_netns(n2.name, "conntrack", "-L", "-p", "tcp", "--dport", "9000").stdout
-        for node in (n1, n2):
-            out += f"\n--- {node.name} ruleset:\n" + in_netns(node.name, "nft", "list", "ruleset").stdout[-6000:]
-        return out
-    tcp_state: list[str] = []
 
-    async def more() -> bool:
-        tcp_state[:] = [(await exec_in(n1, ns, "talker", "cat /proc/net/tcp; cat /tmp/breaks"))[1]]
-        return await _more(echoed, before)
-    await wait_for(more, 10, "the old connection to keep carrying data",
-                   describe=lambda: f"flows on {n1.name}:\n{flows()}\ntalker tcp: {tcp_state}\n{bed.describe()}")
-    assert await breaks() == breaks_before, \
-        f"the established connection broke across the proxies' restart; flows:\n{flows()}\n{bed.describe()}"
+def diagnose(bed: Bed, node: Node, ns: str, ip: str) -> str:
+    flows = in_netns(node.name, "conntrack", "-L", "-p", "tcp", "--orig-dst", ip).stdout
+    return f"flows on {node.name}:\n{flows}\n{bed.describe()}"
 
 
 async def _more(counter, than: int) -> bool:
