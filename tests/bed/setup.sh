@@ -38,8 +38,9 @@ die() { printf 'setup: ERROR: %s\n' "$*" >&2; exit 1; }
 ctr_ok() { [ -S "$sock" ] && ctr --address "$sock" --connect-timeout 1s --timeout 5s version >/dev/null 2>&1; }
 
 # ------------------------------------------------------------------ packages
-# nftables: `pykubelet proxy --proxy-mode nftables` (nft); iptables: its default mode and the CNI plugins.
-pkgs=(containerd runc containernetworking-plugins busybox-static iptables nftables iproute2 gcc libc6-dev)
+# nftables: `pykubelet proxy --proxy-mode nftables` (nft); iptables: its default mode and the CNI plugins;
+# conntrack: the Service tests show a node's flows when a connection fails.
+pkgs=(containerd runc containernetworking-plugins busybox-static iptables nftables conntrack iproute2 gcc libc6-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     if [ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)" != installed ]; then
