@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pykubelet.proxy import names
-from pykubelet.proxy.model import ServicePort
+from pykubelet.proxy.model import CommonSettings, ServicePort
 from pykubelet.proxy.selection import select
 
 MARK_MASQ, POSTROUTING, SERVICES, NODEPORTS = "KUBE-MARK-MASQ", "KUBE-POSTROUTING", "KUBE-SERVICES", "KUBE-NODEPORTS"
@@ -66,14 +66,7 @@ KUBELET_JUMPS = (Jump("filter", "INPUT", KUBELET_FIREWALL, ""), Jump("filter", "
 
 
 @dataclass(frozen=True)
-class RuleSettings:
-    masquerade_bit: int = 14
-    masquerade_all: bool = False
-    cluster_cidrs: tuple[str, ...] = ()
-    """Pod traffic is traffic from these; empty: no local-traffic detection (as kube-proxy)."""
-    node_ip: str = ""
-    nodeport_ips: tuple[str, ...] | None = None
-    """The addresses NodePorts answer on; None: every local address."""
+class RuleSettings(CommonSettings):
     localhost_nodeports: bool = True
     random_fully: bool = True
     conntrack_liberal: bool = False

@@ -86,6 +86,20 @@ class ServicePort:
         return self.internal_local or (self.external_local and self.externally_accessible)
 
 
+@dataclass(frozen=True)
+class CommonSettings:
+    """What the rules of both modes depend on besides the Service ports (each mode's
+    RuleSettings adds its own)."""
+
+    masquerade_bit: int = 14
+    masquerade_all: bool = False
+    cluster_cidrs: tuple[str, ...] = ()
+    """Pod traffic is traffic from these; empty: no local-traffic detection (as kube-proxy)."""
+    node_ip: str = ""
+    nodeport_ips: tuple[str, ...] | None = None
+    """The addresses NodePorts answer on; None: every local address (nftables: but loopback)."""
+
+
 R = TypeVar("R")
 
 

@@ -21,7 +21,7 @@ import ipaddress
 from dataclasses import dataclass, field
 
 from pykubelet.proxy import names
-from pykubelet.proxy.model import Endpoint, ServicePort
+from pykubelet.proxy.model import CommonSettings, Endpoint, ServicePort
 from pykubelet.proxy.selection import select
 
 TABLE = "ip kube-proxy"
@@ -76,14 +76,7 @@ Elements = dict[str, dict[str, str]]  # container -> key -> value ("" in a set)
 
 
 @dataclass(frozen=True)
-class RuleSettings:
-    masquerade_bit: int = 14
-    masquerade_all: bool = False
-    cluster_cidrs: tuple[str, ...] = ()
-    node_ip: str = ""
-    nodeport_ips: tuple[str, ...] | None = None
-    """The addresses NodePorts answer on; None: every local address but loopback."""
-
+class RuleSettings(CommonSettings):
     @property
     def masquerade(self) -> str:
         return f"mark set mark or {1 << self.masquerade_bit:#08x}"
