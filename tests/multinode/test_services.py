@@ -360,8 +360,7 @@ STREAMER = ("mkdir -p /www/cgi-bin && printf '#!/bin/sh\\necho Content-Type: tex
 
 async def test_killed_and_restarted_proxies_keep_connections_and_converge(bed, ns):
     n1, n2 = bed.nodes
-    # Every pod first: a pod joining a node's bridge later may change the bridge's MAC address,
-    # which stalls that node's pods for a while (their gateway's ARP entry) — not what is tested here.
+    # Every pod first, so that while the connection lives only the proxies and the Services change.
     apply([labelled(pod("streamer", ns, n2, STREAMER), app="streamer"), service("stream", ns, "streamer"),
            server("gone", ns, n2, "gone"), service("gone", ns, "gone"), server("late", ns, n2, "late")])
     await pods_running(ns, {"streamer", "gone", "late"}, bed)
