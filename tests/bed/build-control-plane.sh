@@ -8,6 +8,7 @@
 # versions is a no-op. The first run takes tens of minutes on 2 cores.
 set -euo pipefail
 
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 K8S_VERSION=${K8S_VERSION:-v1.36.3}
 # The etcd that Kubernetes itself pins for this release (build/dependencies.yaml,
 # kubeadm's DefaultEtcdVersion); kubeadm accepts >= 3.5.24 as external etcd.
@@ -82,14 +83,9 @@ say "resolving the k8s module graph (downloads the modules on a fresh machine)"
 go mod tidy
 say "k8s module graph resolved in $((SECONDS - t0))s"
 
-# What hack/lib/version.sh stamps in, so /version and `kubectl version`
-# report the release rather than v0.0.0-master.
-minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
-ldflags="-s -w"
-for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
-  ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-  ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-done
+# The release stamps (tests/bed/version-ldflags.sh).
+source "$here/version-ldflags.sh"
+ldflags=$(version_ldflags "$K8S_VERSION")
 for c in "${K8S_CMDS[@]}"; do
   t0=$SECONDS
   say "building $c (minutes each on 2 cores; the go build prints nothing meanwhile)"

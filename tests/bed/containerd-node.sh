@@ -15,6 +15,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/detach.sh"
 cache="${PYKUBELET_CACHE:-/var/cache/pykubelet}"
 main_config="${PYKUBELET_CONTAINERD_CONFIG:-/etc/pykubelet/containerd.toml}"
 export PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH"
@@ -54,8 +55,8 @@ up() {
     # nsenter, not `ip netns exec`: that one also gives containerd a mount namespace of its own,
     # and the pod netns mounts it makes under /var/run/netns would be invisible to everyone else.
     [ -n "$netns" ] && launcher=(nsenter "--net=/var/run/netns/$netns")
-    setsid nohup "${launcher[@]}" containerd --config "$state/containerd.toml" \
-        </dev/null >>"$state/containerd.log" 2>&1 &
+    detach nohup "${launcher[@]}" containerd --config "$state/containerd.toml" \
+        </dev/null >>"$state/containerd.log" 2>&1
     echo $! >"$state/containerd.pid"
     local deadline=$((SECONDS + 60))
     until ctr_ok; do
