@@ -1,0 +1,273 @@
+"""The conformance run's machine: its own control plane, its own containerd and one worker node,
+pykubelet or the real kubelet, beside whatever else runs on this machine.
+
+Nothing here is shared with the default test cluster or the main containerd: the control plane
+has its own state dir, ports and pod range (cluster.sh's PYKUBELET_* variables), the node its own
+containerd (containerd-node.sh), root dir, pod log dir, bridge, CNI socket and kubelet API
+ports. The node agent runs in this machine's network namespace, as a kubelet does, so the
+apiserver reaches its API on the machine's address and its probes reach its pods.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import yaml
+
+from pykubelet.network import assets
+from pykubelet.network.hostnet import masquerade_chain
+from tests.helpers import run_to_completion, unmount_under, wait_for
+from tests.runtime.conftest import free_port
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+BED = REPO / "tests" / "bed"
+CACHE = pathlib.Path(os.environ.get("PYKUBELET_CACHE", "/var/cache/pykubelet"))
+K8S_BIN = CACHE / "k8s" / "v1.36.3" / "bin"
+E2E_BIN = CACHE / "e2e" / "v1.36.3" / "bin"
+WORK = pathlib.Path(os.environ.get("PYKUBELET_CONFORMANCE_DIR", "/var/lib/pykubelet-conformance"))
+LOCK = pathlib.Path("/tmp/pkl-conformance.lock")  # one conformance run at a time on a machine
+CONTAINERD = "conformance"  # containerd-node.sh's name: /run/pykubelet-nodes/conformance/
+STATE = pathlib.Path("/run/pykubelet-nodes") / CONTAINERD
+ENDPOINT = f"unix://{STATE}/containerd.sock"
+BRIDGE = "pklcf0"
+# Not the default cluster's 10.244.0.0/16: both nodes' bridges live in this network namespace.
+CLUSTER_ENV = {
+    "PYKUBELET_CLUSTER_DIR": str(WORK / "cluster"),
+    "PYKUBELET_API_PORT": "16443", "PYKUBELET_ETCD_PORT": "12379",
+    "PYKUBELET_CM_PORT": "20257", "PYKUBELET_SCHED_PORT": "20259",
+    "PYKUBELET_CLUSTER_CIDR": "10.246.0.0/16",
+}
+ADMIN = WORK / "cluster" / "admin.kubeconfig"
+# The real kubelet's pods live under a cgroup root of their own: its orphan cleanup kills what
+# runs in pod cgroups it does not know, and the machine's other nodes' pods are under /kubepods.
+KUBELET_CGROUP_ROOT = "/pkl-conformance"
+DEVICE_PLUGINS = pathlib.Path("/var/lib/kubelet/device-plugins")  # the kubelet's, whatever its root dir
+CONTAINER_LOG_LINKS = pathlib.Path("/var/log/containers")  # the kubelet's legacy log symlinks
+
+
+def say(msg: str) -> None:
+    print(f"[conformance] {msg}", flush=True)
+
+
+def sh(*argv: str, env: dict[str, str] | None = None, timeout: float = 3600, quiet: bool = False) -> str:
+    """Run a command; its stdout. Its stderr streams through (progress of builds), unless quiet."""
+    result = subprocess.run(argv, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE if quiet else None, text=True, timeout=timeout)
+    if result.returncode != 0:
+        detail = (result.stderr or "")[-3000:] if quiet else ""
+        raise RuntimeError(f"{' '.join(argv)} failed (exit {result.returncode}) {detail}")
+    return result.stdout
+
+
+def cluster_sh(*args: str, timeout: float = 3600) -> str:
+    return sh("bash", str(BED / "cluster.sh"), *args, env=CLUSTER_ENV, timeout=timeout)
+
+
+def kubectl(*args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run([str(K8S_BIN / "kubectl"), "--kubeconfig", str(ADMIN), *args], capture_output=True,
+                            text=True, timeout=timeout)
+    if check and result.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)}: {result.stderr.strip()}")
+    return result
+
+
+def node_object(name: str) -> dict[str, Any]:
+    result = kubectl("get", "node", name, "-o", "json", check=False)
+    return json.loads(result.stdout) if result.returncode == 0 else {}
+
+
+def node_ip() -> str:
+    """The machine's address on its default route: the node's InternalIP, as a kubelet picks it."""
+    routes = json.loads(sh("ip", "-j", "-4", "route", "get", "1.1.1.1", quiet=True))
+    return routes[0]["prefsrc"]
+
+
+def build() -> None:
+    """The control plane and the suite (cached after the first time), then the images."""
+    sh("bash", str(BED / "build-control-plane.sh"))
+    sh("bash", str(BED / "build-conformance.sh"))
+
+
+@contextlib.contextmanager
+def exclusive() -> Iterator[None]:
+    with open(LOCK, "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"another conformance run holds {LOCK}; waiting for it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+@dataclass
+class Node:
+    """One worker: containerd-node.sh's containerd and a node agent joined to the run's cluster."""
+
+    kind: str  # "pykubelet" | "kubelet"
+    results: pathlib.Path
+    name: str = ""
+    proc: subprocess.Popen[bytes] | None = None
+    made: list[str] = field(default_factory=list)  # what start() made that stop() removes
+
+    def __post_init__(self) -> None:
+        self.name = self.name or f"{self.kind}-conformance"
+        self.dir = WORK / self.kind
+        self.log_path = self.results / f"{self.kind}.log"
+
+    # ---------------------------------------------------------------- start
+    def start(self) -> None:
+        self._clean_dir()
+        (self.dir / "manifests").mkdir(parents=True)
+        say(f"containerd for the node: {ENDPOINT}")
+        sh("bash", str(BED / "containerd-node.sh"), "up", CONTAINERD, quiet=True)
+        say("importing the e2e test images into it")
+        for line in sh(sys.executable, str(BED / "images_e2e.py"),
+                       env={"CONTAINERD_ADDRESS": str(STATE / "containerd.sock")}).splitlines():
+            say(f"  {line}")
+        kubeconfig = self.dir / "node.kubeconfig"
+        cluster_sh("node-kubeconfig", self.name, str(kubeconfig), timeout=60)
+        argv = self._kubelet_argv(kubeconfig) if self.kind == "kubelet" else self._pykubelet_argv(kubeconfig)
+        say(f"starting {self.kind} as node {self.name} (log: {self.log_path})")
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        if self.kind == "kubelet":  # containerd runs the pod network; the kubelet only tells it the podCIDR
+            cidr = run_to_completion(wait_for(lambda: node_object(self.name).get("spec", {}).get("podCIDR"), 120,
+                                              f"node {self.name}'s podCIDR", interval=1, describe=self.describe))
+            assets.write_conflist(str(STATE / "net.d"), assets.render(
+                "pod-network.conflist", bridge=BRIDGE, pod_cidr=cidr, ipam_dir=str(self.dir / "ipam")))
+        run_to_completion(wait_for(self._ready, 180, f"node {self.name} Ready without taints", interval=1,
+                                   describe=self.describe))
+        say(f"node {self.name} is Ready")
+
+    def _pykubelet_argv(self, kubeconfig: pathlib.Path) -> list[str]:
+        return [sys.executable, "-m", "pykubelet.cli", "--kubeconfig", str(kubeconfig),
+                "--client-ca-file", str(WORK / "cluster" / "pki" / "ca.crt"),
+                "--container-runtime-endpoint", ENDPOINT, "--root-dir", str(self.dir / "root"),
+                "--pod-manifest-path", str(self.dir / "manifests"), "--pod-logs-dir", str(self.dir / "pod-logs"),
+                "--hostname-override", self.name, "--node-ip", node_ip(),
+                "--port", str(free_port()), "--healthz-port", str(free_port()),
+                "--network-mode", "agent", "--cni-bridge", BRIDGE, "--cni-conf-dir", str(STATE / "net.d"),
+                "--cni-socket", str(STATE / "cni.sock")]
+
+    def _kubelet_argv(self, kubeconfig: pathlib.Path) -> list[str]:
+        for hierarchy in _cgroup_hierarchies():
+            os.makedirs(os.path.join(hierarchy, KUBELET_CGROUP_ROOT.lstrip("/")), exist_ok=True)
+        if not DEVICE_PLUGINS.exists():
+            self.made.append(str(DEVICE_PLUGINS))
+        config = self.dir / "kubelet.yaml"
+        config.write_text(yaml.safe_dump({
+            "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+            "cgroupDriver": "cgroupfs", "cgroupRoot": KUBELET_CGROUP_ROOT, "failSwapOn": False,
+            "failCgroupV1": False, "staticPodPath": str(self.dir / "manifests"),
+            "containerRuntimeEndpoint": ENDPOINT, "podLogsDir": str(self.dir / "pod-logs"),
+            "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
+                               "x509": {"clientCAFile": str(WORK / "cluster" / "pki" / "ca.crt")}},
+            "authorization": {"mode": "Webhook"}, "port": free_port(), "healthzPort": free_port(),
+            "readOnlyPort": 0}))
+        return [str(K8S_BIN / "kubelet"), "--config", str(config), "--kubeconfig", str(kubeconfig),
+                "--root-dir", str(self.dir / "root"), "--cert-dir", str(self.dir / "root" / "pki"),
+                "--hostname-override", self.name, "--node-ip", node_ip()]
+
+    def _ready(self) -> bool:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(f"{self.kind} exited with {self.proc.returncode}:\n{self.describe()}")
+        node = node_object(self.name)
+        conditions = {c["type"]: c["status"] for c in node.get("status", {}).get("conditions", [])}
+        return conditions.get("Ready") == "True" and not node.get("spec", {}).get("taints")
+
+    def describe(self) -> str:
+        try:
+            return "--- agent log ---\n" + "\n".join(self.log_path.read_text(errors="replace").splitlines()[-40:])
+        except OSError:
+            return ""
+
+    # ---------------------------------------------------------------- stop
+    def stop(self) -> None:
+        """Drain the node through the API, stop the agent and its containerd, and remove what
+        they made on this machine."""
+        if self.proc is not None and self.proc.poll() is None:
+            self._drain()
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        subprocess.run(["bash", str(BED / "containerd-node.sh"), "down", CONTAINERD], capture_output=True,
+                       timeout=300)
+        unmount_under(str(self.dir))
+        subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)
+        self._remove_masquerade()
+        if self.kind == "kubelet":
+            self._remove_kubelet_leftovers()
+        self._clean_dir()
+
+    def _drain(self) -> None:
+        kubectl("delete", "pods", "--all-namespaces", "--field-selector", f"spec.nodeName={self.name}",
+                "--grace-period=1", "--wait=false", check=False)
+
+        def no_pods() -> bool:
+            out = kubectl("get", "pods", "--all-namespaces", "--field-selector", f"spec.nodeName={self.name}",
+                          "-o", "name", check=False).stdout
+            return not out.strip()
+        try:
+            run_to_completion(wait_for(no_pods, 180, f"node {self.name} to remove its pods", interval=1))
+        except AssertionError as e:
+            say(f"WARNING: {e}")
+
+    def _remove_masquerade(self) -> None:
+        chain = masquerade_chain(BRIDGE)
+        rules = subprocess.run(["iptables", "-t", "nat", "-S", "POSTROUTING"], capture_output=True,
+                               text=True).stdout
+        for rule in rules.splitlines():
+            if rule.startswith("-A POSTROUTING") and rule.endswith(f"-j {chain}"):
+                subprocess.run(["iptables", "-t", "nat", "-D", *rule.split()[1:]], capture_output=True)
+        subprocess.run(["iptables", "-t", "nat", "-F", chain], capture_output=True)
+        subprocess.run(["iptables", "-t", "nat", "-X", chain], capture_output=True)
+
+    def _remove_kubelet_leftovers(self) -> None:
+        for hierarchy in _cgroup_hierarchies():
+            top = os.path.join(hierarchy, KUBELET_CGROUP_ROOT.lstrip("/"))
+            for dirpath, _, _ in sorted(os.walk(top), key=lambda entry: -len(entry[0])):
+                with contextlib.suppress(OSError):
+                    os.rmdir(dirpath)
+        for link in CONTAINER_LOG_LINKS.glob("*.log"):
+            with contextlib.suppress(OSError):
+                if os.readlink(link).startswith(str(self.dir)):
+                    link.unlink()
+        for path in self.made:
+            shutil.rmtree(path, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.dirname(path))  # /var/lib/kubelet, if nothing else is in it
+
+    def _clean_dir(self) -> None:
+        if self.dir.exists():
+            unmount_under(str(self.dir))
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _cgroup_hierarchies(root: str = "/sys/fs/cgroup") -> list[str]:
+    return [os.path.join(root, h) for h in sorted(os.listdir(root))
+            if os.path.isdir(os.path.join(root, h)) and not os.path.islink(os.path.join(root, h))]
+
+
+@contextlib.contextmanager
+def control_plane() -> Iterator[None]:
+    say(f"control plane on 127.0.0.1:{CLUSTER_ENV['PYKUBELET_API_PORT']} (state {WORK / 'cluster'})")
+    try:
+        cluster_sh("up")
+        yield
+    finally:
+        cluster_sh("down", "--purge", timeout=300)
+        shutil.rmtree(WORK / "cluster", ignore_errors=True)
+        with contextlib.suppress(OSError):
+            WORK.rmdir()  # made by this run, unless it holds something else
