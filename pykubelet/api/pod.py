@@ -164,7 +164,10 @@ class Pod:
 
     def hostname_and_domain(self, cluster_domain: str) -> tuple[str, str]:
         """The pod's hostname (spec.hostname, else its name, cut to 63 characters) and, with a
-        subdomain, its domain <subdomain>.<namespace>.svc.<clusterDomain>: the kubelet's rules."""
+        subdomain, its domain <subdomain>.<namespace>.svc.<clusterDomain>: the kubelet's rules.
+        spec.hostnameOverride, when set, is the hostname (cut the same way), with no domain."""
+        if override := self._spec("hostnameOverride"):
+            return override[:63].rstrip("-."), ""
         hostname = self._spec("hostname") or self.name[:63].rstrip("-.")
         subdomain = self._spec("subdomain") or ""
         return hostname, f"{subdomain}.{self.namespace}.svc.{cluster_domain}" if subdomain else ""
@@ -177,6 +180,7 @@ SUPPORTED_POD_FIELDS = frozenset({
     "schedulerName", "tolerations", "priority", "priorityClassName", "enableServiceLinks", "preemptionPolicy",
     "nodeSelector", "affinity", "automountServiceAccountToken", "terminationMessagePath", "volumes",
     "hostPID", "hostIPC", "shareProcessNamespace", "hostAliases", "hostname", "subdomain",
+    "hostnameOverride",
 })
 NODE_LOCAL_VOLUME_TYPES = ("emptyDir", "hostPath")
 SUPPORTED_VOLUME_TYPES = (*NODE_LOCAL_VOLUME_TYPES, "configMap", "secret", "downwardAPI", "projected")

@@ -215,6 +215,11 @@ def _check_node_local(r: _Reader, spec: dict[str, Any], containers: list[Any], i
         value = r.string(spec, key, "spec")
         if value and not _DNS1123_LABEL.match(value):
             r.fail(f"spec.{key}", f"Invalid value: {value!r}: must be a lowercase RFC 1123 label")
+    override = r.string(spec, "hostnameOverride", "spec")
+    if override and (len(override) > 253 or not _DNS1123_SUBDOMAIN.match(override)):
+        r.fail("spec.hostnameOverride", f"Invalid value: {override!r}: must be a lowercase RFC 1123 subdomain")
+    if override and spec.get("hostNetwork"):
+        r.fail("spec.hostnameOverride", "Invalid value: hostnameOverride cannot be set when hostNetwork is true")
     ctx = r.mapping(spec.get("securityContext"), "spec.securityContext")
     for i, item in enumerate(r.items(ctx.get("sysctls"), "spec.securityContext.sysctls")):
         path = f"spec.securityContext.sysctls[{i}]"
