@@ -69,8 +69,9 @@ def container_status(pod: Pod, name: str, image: str, state: PodRuntimeState,
     return status
 
 
-def pod_phase(pod: Pod, statuses: list[dict[str, Any]]) -> str:
-    """The kubelet's getPhase over the app containers."""
+def pod_phase(pod: Pod, statuses: list[dict[str, Any]], terminal: bool = False) -> str:
+    """The kubelet's getPhase over the app containers. A terminal pod (deleted, its containers
+    stopped for good) that is not static is Succeeded or Failed whatever its restart policy."""
     running = waiting = stopped = succeeded = unknown = 0
     for status in statuses:
         state = status.get("state", {})
@@ -91,6 +92,8 @@ def pod_phase(pod: Pod, statuses: list[dict[str, Any]]) -> str:
     if running and not unknown:
         return "Running"
     if not running and stopped and not unknown:
+        if terminal and not pod.is_static:
+            return "Succeeded" if stopped == succeeded else "Failed"
         if pod.restart_policy == "Always":
             return "Running"
         if stopped == succeeded:
@@ -122,11 +125,11 @@ def _times_from_runtime(pod: Pod, state: PodRuntimeState, start_time: float) -> 
 
 def pod_status(pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, str]],
                host_ip: str, start_time: float, probes: ProbeView = _no_probes,
-               now: float | None = None) -> dict[str, Any]:
+               now: float | None = None, terminal: bool = False) -> dict[str, Any]:
     """The status as of `now`: conditions are stamped with it (the status manager keeps the
     earlier time of a condition that did not change). `now` None: the pod was running before
     this agent looked, so True conditions get the runtime's times (sandbox created, containers
-    started) instead."""
+    started) instead. `terminal`: the pod's containers were stopped for good (pod_phase)."""
     initialized = init_done(pod, state)
     # Until initialization is over, containers that have not run yet wait with PodInitializing.
     def reason(name: str) -> tuple[str, str] | None:
@@ -147,7 +150,7 @@ def pod_status(pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, s
     elif not initialized:
         phase = "Pending"
     else:
-        phase = pod_phase(pod, statuses)
+        phase = pod_phase(pod, statuses, terminal)
     sandbox = state.sandbox
     pod_ip = state.pod_ip(pod.host_network, host_ip)
     all_ready = all(s["ready"] for s in statuses)

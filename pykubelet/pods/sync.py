@@ -51,6 +51,10 @@ class PodSyncer:
     async def prune(self, state: PodRuntimeState) -> bool:
         return await self.killer.prune(state)
 
+    async def kill(self, pod: Pod | None, state: PodRuntimeState, grace: int) -> None:
+        """Stop the pod's containers (preStop first) and sandboxes; remove nothing."""
+        await self.killer.kill_pod(pod, state, grace)
+
     async def terminate(self, pod: Pod | None, state: PodRuntimeState, grace: int) -> None:
         await self.killer.terminate(pod, state, grace)
 

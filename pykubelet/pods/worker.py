@@ -76,7 +76,10 @@ class PodWorker:
         self.pod = pod
         self._wake.set()
 
-    def terminate(self, grace: int | None = None) -> None:
+    def terminate(self, grace: int | None = None, pod: Pod | None = None) -> None:
+        """Stop the pod for good; `pod`: its latest spec (a deleted pod's carries the deletion)."""
+        if pod is not None:
+            self.pod = pod
         self.terminating = True
         self.terminate_grace = grace
         self._wake.set()
@@ -123,13 +126,14 @@ class PodWorker:
     def _changed_runtime(self) -> None:
         self._fresh_after = self.deps.cache.mark()
 
-    def _status(self, pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, str]]) -> dict:
+    def _status(self, pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, str]],
+                terminal: bool = False) -> dict:
         deps = self.deps
         adopted = self.syncs == 0 and bool(state.sandboxes or state.containers)
         # A pod the runtime held before this worker (an agent restart): its transitions happened
         # before we looked, so their times come from the runtime (pods/podstatus.py).
         return pod_status(pod, state, waiting, deps.host_ip, self.start_time, self._probe_view(),
-                          now=None if adopted else deps.clock())
+                          now=None if adopted else deps.clock(), terminal=terminal)
 
     async def _sync(self) -> float:
         pod, deps = self.pod, self.deps
@@ -188,6 +192,17 @@ class PodWorker:
         grace = self.terminate_grace
         if grace is None:
             grace = pod.termination_grace_period_seconds if pod else state.grace_seconds()
+        deleted = pod is not None and bool(pod.deletion_timestamp)
+        if deleted:
+            # As the kubelet does, the stopped containers (and a terminal phase) are reported
+            # before the pod may go: the status manager writes this before its final DELETE, and
+            # a pod that finalizers keep shows how its containers ended.
+            await deps.syncer.kill(pod, state, grace)
+            self._changed_runtime()
+            state = await self._state()
+            if not self.start_time:
+                self.start_time = state.first_seen() or self.seen_at
+            deps.statuses.set(pod, self._status(pod, state, {}, terminal=True))
         await deps.syncer.terminate(pod, state, grace)
         self._changed_runtime()
         if pod is not None and pod.is_static and deps.mirrors is not None:
@@ -196,4 +211,5 @@ class PodWorker:
             except kube_errors.KubeError as e:
                 log.warning("Could not delete the mirror pod", pod=pod.full_name, err=str(e))
         deps.probes.retain(self.uid, set())
-        deps.statuses.remove(self.uid)
+        if not deleted:
+            deps.statuses.remove(self.uid)  # a deleted pod's final status goes with finish_deletion

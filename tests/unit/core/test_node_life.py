@@ -54,6 +54,41 @@ async def test_graceful_deletion_stops_within_its_grace_then_deletes_with_the_ui
         await node.stop()
 
 
+class FinalizerKube(FakeKube):
+    """An apiserver whose pods carry a finalizer: the final DELETE leaves them there."""
+
+    async def delete(self, path, body=None):
+        self.writes.append(("delete", path, copy.deepcopy(body)))
+
+
+async def test_a_deleted_pod_reports_how_its_containers_ended_before_the_final_delete_and_only_once(tmp_path):
+    runtime, kube = FakeRuntime(clock), FinalizerKube()
+    spec = pod(containers=[{"name": "app", "image": "busybox:1.36"}])
+    kube.objects[PATH] = copy.deepcopy(spec.raw)
+    node = Core(runtime, tmp_path, kube).start()
+    try:
+        node.dispatcher.set_pods([spec], "api")
+        await until(lambda: node.status().get("phase") == "Running")
+        node.dispatcher.set_pods([deleted(spec, 5)], "api")
+        await until(lambda: any(verb == "delete" for verb, _, _ in kube.writes), what="the final DELETE")
+        last_status = [i for i, (verb, _, _) in enumerate(kube.writes) if verb == "patch"][-1]
+        first_delete = next(i for i, (verb, _, _) in enumerate(kube.writes) if verb == "delete")
+        assert last_status < first_delete  # what the pod ended as is written before it may go
+        status = kube.objects[PATH]["status"]
+        terminated = status["containerStatuses"][0]["state"]["terminated"]
+        assert terminated["finishedAt"] and status["phase"] in ("Succeeded", "Failed")  # terminal, as the kubelet's
+        assert status["phase"] == ("Succeeded" if terminated["exitCode"] == 0 else "Failed")
+        # The finalizer keeps the pod: its updates neither restart the termination nor delete it again.
+        writes = len(kube.writes)
+        for _ in range(3):
+            node.dispatcher.set_pods([deleted(spec, 0)], "api")
+            await asyncio.sleep(15)
+        assert kube.writes[writes:] == [] and runtime.count("RunPodSandbox") == 1
+        assert "uid-web" not in node.dispatcher.workers
+    finally:
+        await node.stop()
+
+
 async def test_a_pod_that_does_not_fit_is_rejected_as_failed_and_never_run(tmp_path):
     runtime = FakeRuntime(clock)
     node = Core(runtime, tmp_path).start()
