@@ -185,6 +185,24 @@ class PodWorker:
         for c in running.values():
             probes.track(pod, containers[c.name].raw, c.id, pod_ip, c.started_at)
 
+    async def _report_while(self, stopping: asyncio.Future[None], pod: Pod) -> None:
+        """Wait for `stopping`; meanwhile, on each wake-up (a probe result, a container's exit),
+        report the pod's status as the runtime cache has it."""
+        woken: asyncio.Future[bool] | None = None
+        try:
+            while True:
+                woken = asyncio.ensure_future(self._wake.wait())
+                await asyncio.wait({stopping, woken}, return_when=asyncio.FIRST_COMPLETED)
+                if stopping.done():
+                    return stopping.result()
+                self._wake.clear()
+                state = await self.deps.cache.newer_than(self.uid, 0)
+                self.deps.statuses.set(pod, self._status(pod, state, {}))
+        finally:  # done, or the agent stops (cancelled): leave nothing running
+            for future in (stopping, woken):
+                if future is not None and not future.done():
+                    future.cancel()
+
     async def _terminate(self) -> None:
         deps = self.deps
         state = await self._state()
@@ -192,12 +210,14 @@ class PodWorker:
         grace = self.terminate_grace
         if grace is None:
             grace = pod.termination_grace_period_seconds if pod else state.grace_seconds()
+        deps.probes.stop_restart_probes(self.uid)
         deleted = pod is not None and bool(pod.deletion_timestamp)
         if deleted:
-            # As the kubelet does, the stopped containers (and a terminal phase) are reported
-            # before the pod may go: the status manager writes this before its final DELETE, and
-            # a pod that finalizers keep shows how its containers ended.
-            await deps.syncer.kill(pod, state, grace)
+            # As the kubelet does, the pod's status follows its containers while they stop (a
+            # readiness probe that fails marks it not ready), and how they ended (with a terminal
+            # phase) is reported before the pod may go: the status manager writes it before its
+            # final DELETE, and a pod that finalizers keep shows it.
+            await self._report_while(asyncio.ensure_future(deps.syncer.kill(pod, state, grace)), pod)
             self._changed_runtime()
             state = await self._state()
             if not self.start_time:

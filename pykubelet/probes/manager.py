@@ -33,7 +33,7 @@ class ContainerProbes:
     started: bool = True
     ready: bool = True
     failed: str = ""  # "", or why liveness/startup gave up: the container must be restarted
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # probe kind -> its loop
 
 
 class ProbeManager:
@@ -61,18 +61,28 @@ class ProbeManager:
         state = ContainerProbes(started="startupProbe" not in probes, ready="readinessProbe" not in probes)
         containers[container_id] = state
         for kind, probe in probes.items():
-            state.tasks.append(asyncio.create_task(
+            state.tasks[kind] = asyncio.create_task(
                 self._probe_loop(pod, container, container_id, pod_ip, started_at, kind, probe, state),
-                name=f"probe-{kind}-{container_id[:8]}"))
+                name=f"probe-{kind}-{container_id[:8]}")
 
     def retain(self, uid: str, running: set[str]) -> None:
         """Stop probing the pod's containers that no longer run (all of them for an empty set)."""
         containers = self._pods.get(uid, {})
         for container_id in [c for c in containers if c not in running]:
-            for task in containers.pop(container_id).tasks:
+            for task in containers.pop(container_id).tasks.values():
                 task.cancel()
         if not containers:
             self._pods.pop(uid, None)
+
+    def stop_restart_probes(self, uid: str) -> None:
+        """The pod is terminating: nothing restarts its containers any more, so their liveness and
+        startup probes stop (as the kubelet's do); readiness goes on, and the pod's Ready
+        condition follows its containers as they shut down."""
+        for state in self._pods.get(uid, {}).values():
+            for kind in ("startupProbe", "livenessProbe"):
+                task = state.tasks.pop(kind, None)
+                if task is not None:
+                    task.cancel()
 
     async def _probe_loop(self, pod: Any, container: dict[str, Any], container_id: str, pod_ip: str,
                           started_at: float, kind: str, probe: dict[str, Any], state: ContainerProbes) -> None:

@@ -89,6 +89,35 @@ async def test_a_deleted_pod_reports_how_its_containers_ended_before_the_final_d
         await node.stop()
 
 
+async def test_while_a_deleted_pod_stops_readiness_is_still_probed_and_reported_but_liveness_is_not(tmp_path):
+    runtime, kube = FakeRuntime(clock), FakeKube()
+    runtime.behave("app", ignores_sigterm=True)
+    runtime.exec_results.update(ready=(0, b""), alive=(0, b""))
+    probes = {"readinessProbe": {"exec": {"command": ["ready"]}, "periodSeconds": 1, "failureThreshold": 1},
+              "livenessProbe": {"exec": {"command": ["alive"]}, "periodSeconds": 1, "failureThreshold": 1}}
+    spec = pod(containers=[{"name": "app", "image": "busybox:1.36", **probes}])
+    kube.objects[PATH] = copy.deepcopy(spec.raw)
+    node = Core(runtime, tmp_path, kube).start()
+
+    def ready_in_api():
+        conditions = kube.objects.get(PATH, {}).get("status", {}).get("conditions", [])
+        return next((c["status"] for c in conditions if c["type"] == "Ready"), None)
+    try:
+        node.dispatcher.set_pods([spec], "api")
+        await until(lambda: ready_in_api() == "True", what="Ready")
+        node.dispatcher.set_pods([deleted(spec, 30)], "api")
+        await asyncio.sleep(2)
+        probed_before = len(runtime.execs)
+        runtime.exec_results.update(ready=(1, b"draining"), alive=(1, b"dying"))  # what its SIGTERM handler does
+        await until(lambda: ready_in_api() == "False", timeout=10, what="not Ready while it stops")
+        assert runtime.running("app")  # well before the end of its grace period
+        assert [cmd for _, cmd in runtime.execs[probed_before:]] and \
+            all(cmd == ["ready"] for _, cmd in runtime.execs[probed_before:])  # no liveness probe any more
+        await until(lambda: PATH not in kube.objects, timeout=60, what="the final DELETE")
+    finally:
+        await node.stop()
+
+
 async def test_a_pod_that_does_not_fit_is_rejected_as_failed_and_never_run(tmp_path):
     runtime = FakeRuntime(clock)
     node = Core(runtime, tmp_path).start()
