@@ -16,6 +16,7 @@ import json
 import os
 import pathlib
 import shutil
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ ADMIN = WORK / "cluster" / "admin.kubeconfig"
 KUBELET_CGROUP_ROOT = "/pkl-conformance"
 DEVICE_PLUGINS = pathlib.Path("/var/lib/kubelet/device-plugins")  # the kubelet's, whatever its root dir
 CONTAINER_LOG_LINKS = pathlib.Path("/var/log/containers")  # the kubelet's legacy log symlinks
+KUBELET_PORT = 10250
 
 
 def say(msg: str) -> None:
@@ -89,6 +91,20 @@ def node_ip() -> str:
     """The machine's address on its default route: the node's InternalIP, as a kubelet picks it."""
     routes = json.loads(sh("ip", "-j", "-4", "route", "get", "1.1.1.1", quiet=True))
     return routes[0]["prefsrc"]
+
+
+def kubelet_port() -> int:
+    """10250, the kubelet API's port, as a real node has it (some specs reach the node through the
+    apiserver's proxy at that port); another free port if something else here holds it."""
+    with socket.socket() as s:
+        try:
+            s.bind(("0.0.0.0", KUBELET_PORT))
+            return KUBELET_PORT
+        except OSError:
+            pass
+    port = free_port()
+    say(f"WARNING: port {KUBELET_PORT} is taken on this machine; the node's kubelet API listens on {port}")
+    return port
 
 
 def build() -> None:
@@ -154,7 +170,7 @@ class Node:
                 "--container-runtime-endpoint", ENDPOINT, "--root-dir", str(self.dir / "root"),
                 "--pod-manifest-path", str(self.dir / "manifests"), "--pod-logs-dir", str(self.dir / "pod-logs"),
                 "--hostname-override", self.name, "--node-ip", node_ip(),
-                "--port", str(free_port()), "--healthz-port", str(free_port()),
+                "--port", str(kubelet_port()), "--healthz-port", str(free_port()),
                 "--network-mode", "agent", "--cni-bridge", BRIDGE, "--cni-conf-dir", str(STATE / "net.d"),
                 "--cni-socket", str(STATE / "cni.sock")]
 
@@ -171,7 +187,7 @@ class Node:
             "containerRuntimeEndpoint": ENDPOINT, "podLogsDir": str(self.dir / "pod-logs"),
             "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
                                "x509": {"clientCAFile": str(WORK / "cluster" / "pki" / "ca.crt")}},
-            "authorization": {"mode": "Webhook"}, "port": free_port(), "healthzPort": free_port(),
+            "authorization": {"mode": "Webhook"}, "port": kubelet_port(), "healthzPort": free_port(),
             "readOnlyPort": 0}))
         return [str(K8S_BIN / "kubelet"), "--config", str(config), "--kubeconfig", str(kubeconfig),
                 "--root-dir", str(self.dir / "root"), "--cert-dir", str(self.dir / "root" / "pki"),
