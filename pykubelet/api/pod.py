@@ -98,6 +98,8 @@ class Pod:
     containers: tuple[Container, ...]
     init_containers: tuple[Container, ...] = ()
     """Run in order before the app containers; sidecars among them keep running."""
+    ephemeral_containers: tuple[Container, ...] = ()
+    """Added to a running pod (kubectl debug): each started once, never restarted, not probed."""
     restart_policy: str = "Always"
     termination_grace_period_seconds: int = DEFAULT_GRACE_SECONDS
     host_network: bool = False
@@ -180,7 +182,7 @@ SUPPORTED_POD_FIELDS = frozenset({
     "schedulerName", "tolerations", "priority", "priorityClassName", "enableServiceLinks", "preemptionPolicy",
     "nodeSelector", "affinity", "automountServiceAccountToken", "terminationMessagePath", "volumes",
     "hostPID", "hostIPC", "shareProcessNamespace", "hostAliases", "hostname", "subdomain",
-    "hostnameOverride",
+    "hostnameOverride", "ephemeralContainers",
 })
 NODE_LOCAL_VOLUME_TYPES = ("emptyDir", "hostPath")
 SUPPORTED_VOLUME_TYPES = (*NODE_LOCAL_VOLUME_TYPES, "configMap", "secret", "downwardAPI", "projected")
@@ -199,7 +201,8 @@ def unsupported_fields(pod: "Pod") -> list[str]:
     for i, volume in enumerate(spec.get("volumes") or []):
         kinds = [k for k in volume if k != "name"]
         out += [f"spec.volumes[{i}].{k}" for k in kinds if k not in SUPPORTED_VOLUME_TYPES]
-    for kind, containers in (("initContainers", pod.init_containers), ("containers", pod.containers)):
+    for kind, containers in (("initContainers", pod.init_containers), ("containers", pod.containers),
+                             ("ephemeralContainers", pod.ephemeral_containers)):
         for i, container in enumerate(containers):
             out += [f"spec.{kind}[{i}].{key}" for key, value in container.raw.items()
                     if value not in (None, [], {}, False) and key not in SUPPORTED_CONTAINER_FIELDS]

@@ -78,7 +78,7 @@ def compute_pod_actions(pod: Pod, state: PodRuntimeState, unhealthy: dict[str, s
         return PodActions(kill_pod=sandbox is not None, create_sandbox=True, attempt=attempt, start=start)
 
     actions = PodActions(sandbox_id=sandbox.id, attempt=sandbox.attempt)
-    wanted = {c.name for c in (*pod.init_containers, *pod.containers)}
+    wanted = {c.name for c in (*pod.init_containers, *pod.containers, *pod.ephemeral_containers)}
     if not _init_progress(pod, state, sandbox.id, actions):
         _kill_unwanted(state, wanted, actions)
         return actions
@@ -97,6 +97,9 @@ def compute_pod_actions(pod: Pod, state: PodRuntimeState, unhealthy: dict[str, s
             actions.kill[latest.id] = unhealthy[latest.id]
             if container.is_sidecar or pod.restart_policy != "Never":
                 actions.start.append(container.name)
+    for container in pod.ephemeral_containers:
+        if state.latest(container.name) is None:  # started once, in the running pod; never again
+            actions.start.append(container.name)
     _kill_unwanted(state, wanted, actions)
     return actions
 

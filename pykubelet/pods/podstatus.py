@@ -69,6 +69,15 @@ def container_status(pod: Pod, name: str, image: str, state: PodRuntimeState,
     return status
 
 
+def _ephemeral_status(pod: Pod, name: str, image: str, state: PodRuntimeState,
+                      waiting: tuple[str, str] | None) -> dict[str, Any]:
+    """An ephemeral container's status: never ready, no probes to say it started (the kubelet's)."""
+    status = container_status(pod, name, image, state, waiting)
+    status["ready"] = False
+    status.pop("started", None)
+    return status
+
+
 def pod_phase(pod: Pod, statuses: list[dict[str, Any]], terminal: bool = False) -> str:
     """The kubelet's getPhase over the app containers. A terminal pod (deleted, its containers
     stopped for good) that is not static is Succeeded or Failed whatever its restart policy."""
@@ -175,6 +184,9 @@ def pod_status(pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, s
     }
     if init_statuses:
         status["initContainerStatuses"] = init_statuses
+    if pod.ephemeral_containers:
+        status["ephemeralContainerStatuses"] = [_ephemeral_status(pod, c.name, c.image, state, waiting.get(c.name))
+                                                for c in pod.ephemeral_containers]
     if host_ip:
         status["hostIPs"] = [{"ip": host_ip}]
     if pod_ip:

@@ -100,7 +100,7 @@ class PodSyncer:
             result.changed = True
         # 6. Start the containers, in order (init containers one at a time: compute_pod_actions).
         pod_ip = the_pod_ip(pod.host_network, sandbox, self.node.host_ip)
-        by_name = {c.name: c for c in (*pod.init_containers, *pod.containers)}
+        by_name = {c.name: c for c in (*pod.init_containers, *pod.containers, *pod.ephemeral_containers)}
         for name in actions.start:
             result.changed |= await self.starter.start(pod, by_name[name], state.latest(name), sandbox_id,
                                                        sandbox_config, pod_ip, result)

@@ -166,3 +166,21 @@ def test_pod_is_terminal_once_no_container_will_run_again(policy, states, termin
     pod = make_pod(*names, restart_policy=policy)
     runtime = [container(pod, n, s[0], s[1]) for n, s in zip(names, states) if s is not None]
     assert is_terminal(pod, state([sandbox(ready=False)], runtime)) is terminal
+
+
+def with_ephemeral(pod: Pod) -> Pod:
+    raw = {**pod.raw, "spec": {**pod.raw["spec"], "ephemeralContainers": [
+        {"name": "debugger", "image": "busybox:1.36", "command": ["sh"], "stdin": True, "tty": True}]}}
+    return parse_pod(raw, where="test")
+
+
+def test_an_ephemeral_container_starts_once_in_the_running_pod_and_never_again():
+    pod = with_ephemeral(make_pod("app"))
+    running = [container(pod, "app", RUNNING)]
+    assert compute_pod_actions(pod, state([sandbox()], running)).start == ["debugger"]
+    for debugger_state, code in ((RUNNING, 0), (EXITED, 0), (EXITED, 1)):
+        actions = compute_pod_actions(pod, state([sandbox()], [*running, container(pod, "debugger", debugger_state,
+                                                                                   code)]))
+        assert actions.is_noop()  # neither restarted nor killed as "not in the pod spec"
+    # A pod whose sandbox is replaced starts its regular containers, not its ephemeral ones.
+    assert compute_pod_actions(pod, state([sandbox(ready=False)])).start == ["app"]

@@ -157,3 +157,26 @@ async def test_a_node_disk_that_refuses_the_pods_directories_is_retried_not_fata
     assert not node.runtime.sandboxes and node.status().get("phase") != "Running"
     logs.unlink()  # space again
     await until(lambda: node.status().get("phase") == "Running", what="Running once the disk takes it")
+
+
+async def test_an_ephemeral_container_added_to_a_running_pod_runs_and_is_reported_apart(node):
+    spec = pod()
+    node.dispatcher.set_pods([spec])
+    await until(lambda: node.status().get("phase") == "Running")
+    debugged = pod(ephemeralContainers=[{"name": "debugger", "image": "busybox:1.36", "stdin": True, "tty": True}])
+    node.dispatcher.set_pods([debugged])
+    await until(lambda: node.runtime.running("debugger"), what="the ephemeral container running")
+    await until(lambda: "running" in (node.status().get("ephemeralContainerStatuses") or [{}])[0].get("state", {}))
+    (status,) = node.status()["ephemeralContainerStatuses"]
+    assert status["name"] == "debugger" and status["ready"] is False and "started" not in status
+    assert [c["name"] for c in node.status()["containerStatuses"]] == ["app"]  # the app's status is its own
+    assert node.status()["phase"] == "Running" and node.condition("Ready")["status"] == "True"
+    assert len(node.runtime.started("app")) == 1  # adding it did not restart the app
+
+
+def test_an_ephemeral_container_may_not_have_ports_probes_or_hooks():
+    from pykubelet.api.errors import InvalidObject
+    with pytest.raises(InvalidObject, match=r"spec.ephemeralContainers\[0\].ports: Forbidden"):
+        pod(ephemeralContainers=[{"name": "d", "image": "busybox:1.36", "ports": [{"containerPort": 80}]}])
+    with pytest.raises(InvalidObject, match="Duplicate value: 'app'"):
+        pod(ephemeralContainers=[{"name": "app", "image": "busybox:1.36"}])
