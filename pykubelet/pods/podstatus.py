@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from pykubelet.api.pod import Pod
 from pykubelet.api.times import rfc3339
+from pykubelet.pods import conditions
 from pykubelet.pods.actions import init_done, init_failed, should_restart
 from pykubelet.runtime.resources import qos_class
 from pykubelet.runtime.state import EXITED, RUNNING, ContainerState, PodRuntimeState
@@ -111,11 +112,14 @@ def pod_phase(pod: Pod, statuses: list[dict[str, Any]], terminal: bool = False) 
     return "Pending"
 
 
-def _condition(kind: str, true: bool, now: str, reason: str = "") -> dict[str, Any]:
+def _condition(kind: str, outcome: conditions.Outcome, now: str) -> dict[str, Any]:
+    true, reason, message = outcome
     cond = {"type": kind, "status": "True" if true else "False", "lastProbeTime": None,
             "lastTransitionTime": now}
-    if reason and not true:
+    if reason:
         cond["reason"] = reason
+    if message:
+        cond["message"] = message
     return cond
 
 
@@ -162,20 +166,22 @@ def pod_status(pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, s
         phase = pod_phase(pod, statuses, terminal)
     sandbox = state.sandbox
     pod_ip = state.pod_ip(pod.host_network, host_ip)
-    all_ready = all(s["ready"] for s in statuses)
     adopted = _times_from_runtime(pod, state, start_time) if now is None else {}
 
-    def condition(kind: str, true: bool, reason: str = "") -> dict[str, Any]:
-        return _condition(kind, true, rfc3339((true and adopted.get(kind)) or now or start_time) or "", reason)
+    def condition(kind: str, outcome: conditions.Outcome) -> dict[str, Any]:
+        return _condition(kind, outcome, rfc3339((outcome[0] and adopted.get(kind)) or now or start_time) or "")
 
+    others = conditions.not_ours(pod)
+    containers_ready = conditions.containers_ready(pod, init_statuses, statuses, phase)
     status: dict[str, Any] = {
         "phase": phase,
         "conditions": [
-            condition("PodReadyToStartContainers", bool(sandbox and sandbox.ready)),
-            condition("Initialized", initialized, "ContainersNotInitialized"),
-            condition("Ready", all_ready and phase == "Running", "ContainersNotReady"),
-            condition("ContainersReady", all_ready, "ContainersNotReady"),
-            condition("PodScheduled", True),
+            condition("PodReadyToStartContainers", (bool(sandbox and sandbox.ready), "", "")),
+            condition("Initialized", conditions.initialized(pod, init_statuses, statuses, phase)),
+            condition("Ready", conditions.ready(pod, containers_ready, others)),
+            condition("ContainersReady", containers_ready),
+            condition("PodScheduled", (True, "", "")),
+            *others,
         ],
         "hostIP": host_ip,
         "startTime": rfc3339(start_time),
