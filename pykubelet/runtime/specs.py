@@ -14,7 +14,7 @@ from pykubelet.runtime.cgroups import CGROUP_ROOT, KUBEPODS
 from pykubelet.runtime.dns import ClusterDNS, dns_config
 from pykubelet.runtime.env import EnvSources, PodFacts, container_env, expand_command
 from pykubelet.runtime.resources import GUARANTEED, linux_resources, qos_class
-from pykubelet.runtime.security import linux_security
+from pykubelet.runtime.security import linux_security, sandbox_privileged
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,8 @@ def sandbox_config(pod: Pod, attempt: int, logs_root: str, dns: ClusterDNS | Non
         annotations=pod.annotations,
         linux=api.LinuxPodSandboxConfig(
             cgroup_parent=pod_cgroup_parent(pod),
-            security_context=api.LinuxSandboxSecurityContext(namespace_options=_namespace_options(pod)),
+            security_context=api.LinuxSandboxSecurityContext(namespace_options=_namespace_options(pod),
+                                                             privileged=sandbox_privileged(pod)),
             sysctls=pod.sysctls,
         ),
     )
