@@ -100,9 +100,11 @@ class ProbeManager:
                 ok, message = await run_probe(self.cri, probe, container, container_id, pod_ip)
                 successes, failures = (successes + 1, 0) if ok else (0, failures + 1)
                 metrics.observe_probe(kind, ok, container["name"], pod.name, pod.namespace, pod.uid)
+                ref = pod_ref(pod.namespace, pod.name, pod.uid, container["name"])
                 if not ok:
-                    self.recorder.record(pod_ref(pod.namespace, pod.name, pod.uid, container["name"]), WARNING,
-                                         "Unhealthy", f"{_EVENT_NAME[kind]} probe failed: {message}")
+                    self.recorder.record(ref, WARNING, "Unhealthy", f"{_EVENT_NAME[kind]} probe failed: {message}")
+                elif message:  # it passed, with something to say (a redirect it did not follow)
+                    self.recorder.record(ref, WARNING, "ProbeWarning", f"{_EVENT_NAME[kind]} probe warning: {message}")
                 if self._apply(kind, state, successes, failures, success_threshold, failure_threshold, message):
                     log.info("Probe result changed", pod=pod.full_name, container=container["name"], probe=kind,
                              ready=state.ready, started=state.started, failed=state.failed)
