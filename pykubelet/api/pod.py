@@ -164,6 +164,12 @@ class Pod:
         """hostAliases as (ip, hostnames)."""
         return [(a.get("ip", ""), list(a.get("hostnames") or [])) for a in self._spec("hostAliases") or []]
 
+    @property
+    def active_deadline_seconds(self) -> int | None:
+        """spec.activeDeadlineSeconds: how long the pod may be active on the node."""
+        value = self._spec("activeDeadlineSeconds")
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
     def hostname_and_domain(self, cluster_domain: str) -> tuple[str, str]:
         """The pod's hostname (spec.hostname, else its name, cut to 63 characters) and, with a
         subdomain, its domain <subdomain>.<namespace>.svc.<clusterDomain>: the kubelet's rules.
@@ -182,7 +188,7 @@ SUPPORTED_POD_FIELDS = frozenset({
     "schedulerName", "tolerations", "priority", "priorityClassName", "enableServiceLinks", "preemptionPolicy",
     "nodeSelector", "affinity", "automountServiceAccountToken", "terminationMessagePath", "volumes",
     "hostPID", "hostIPC", "shareProcessNamespace", "hostAliases", "hostname", "subdomain",
-    "hostnameOverride", "ephemeralContainers", "readinessGates",
+    "hostnameOverride", "ephemeralContainers", "readinessGates", "activeDeadlineSeconds",
 })
 NODE_LOCAL_VOLUME_TYPES = ("emptyDir", "hostPath")
 SUPPORTED_VOLUME_TYPES = (*NODE_LOCAL_VOLUME_TYPES, "configMap", "secret", "downwardAPI", "projected")

@@ -138,11 +138,13 @@ def _times_from_runtime(pod: Pod, state: PodRuntimeState, start_time: float) -> 
 
 def pod_status(pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, str]],
                host_ip: str, start_time: float, probes: ProbeView = _no_probes,
-               now: float | None = None, terminal: bool = False) -> dict[str, Any]:
+               now: float | None = None, terminal: bool = False,
+               evicted: tuple[str, str] | None = None) -> dict[str, Any]:
     """The status as of `now`: conditions are stamped with it (the status manager keeps the
     earlier time of a condition that did not change). `now` None: the pod was running before
     this agent looked, so True conditions get the runtime's times (sandbox created, containers
-    started) instead. `terminal`: the pod's containers were stopped for good (pod_phase)."""
+    started) instead. `terminal`: the pod's containers were stopped for good (pod_phase).
+    `evicted`: (reason, message) of a pod this node failed for good (its active deadline)."""
     initialized = init_done(pod, state)
     # Until initialization is over, containers that have not run yet wait with PodInitializing.
     def reason(name: str) -> tuple[str, str] | None:
@@ -164,6 +166,8 @@ def pod_status(pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, s
         phase = "Pending"
     else:
         phase = pod_phase(pod, statuses, terminal)
+    if evicted is not None:
+        phase = "Failed"
     sandbox = state.sandbox
     pod_ip = state.pod_ip(pod.host_network, host_ip)
     adopted = _times_from_runtime(pod, state, start_time) if now is None else {}
@@ -188,6 +192,8 @@ def pod_status(pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, s
         "containerStatuses": statuses,
         "qosClass": qos_class(pod),
     }
+    if evicted is not None:
+        status["reason"], status["message"] = evicted
     if init_statuses:
         status["initContainerStatuses"] = init_statuses
     if pod.ephemeral_containers:

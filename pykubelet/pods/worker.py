@@ -16,7 +16,7 @@ from typing import Callable
 from pykubelet.api.pod import Pod
 from pykubelet.cri import errors
 from pykubelet.kube import errors as kube_errors
-from pykubelet.kube.events import EventRecorder
+from pykubelet.kube.events import NORMAL, EventRecorder, pod_ref
 from pykubelet.pleg.cache import RuntimeCache
 from pykubelet.pods.mirror import MirrorPods
 from pykubelet.pods.podstatus import ProbeView, pod_status
@@ -31,6 +31,8 @@ from pykubelet.util.log import get_logger
 log = get_logger(__name__)
 
 ERROR_RETRY_MIN, ERROR_RETRY_MAX = 1.0, 30.0
+DEADLINE_EXCEEDED = "DeadlineExceeded"
+DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class PodWorker:
         self.start_time = 0.0  # status.startTime unless a previous status says otherwise (first sync)
         self.syncs = 0
         self._waiting: dict[str, tuple[str, str]] = {}  # waiting reasons from the last sync
+        self.evicted: tuple[str, str] | None = None  # (reason, message): Failed for good, its containers killed
         self._fresh_after = 0  # the runtime cache's mark of this worker's last change
         self._wake = asyncio.Event()
         self._wake.set()
@@ -133,7 +136,27 @@ class PodWorker:
         # A pod the runtime held before this worker (an agent restart): its transitions happened
         # before we looked, so their times come from the runtime (pods/podstatus.py).
         return pod_status(pod, state, waiting, deps.host_ip, self.start_time, self._probe_view(),
-                          now=None if adopted else deps.clock(), terminal=terminal)
+                          now=None if adopted else deps.clock(), terminal=terminal, evicted=self.evicted)
+
+    async def _evict_past_deadline(self, pod: Pod, state: PodRuntimeState) -> float | None:
+        """spec.activeDeadlineSeconds, counted from the pod's start time: once it has run out the
+        pod is Failed (DeadlineExceeded) and its containers are killed, for good (the kubelet's
+        active deadline handler). Returns the seconds left, None without a deadline."""
+        deadline = pod.active_deadline_seconds
+        if deadline is None or self.evicted is not None:
+            return None
+        left = self.start_time + deadline - self.deps.clock()
+        if left > 0:
+            return left
+        self.evicted = (DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
+        log.info("Pod was active longer than its activeDeadlineSeconds; killing it", pod=pod.full_name,
+                 activeDeadlineSeconds=deadline)
+        self.deps.recorder.record(pod_ref(pod.namespace, pod.name, pod.uid), NORMAL, *self.evicted)
+        self.deps.probes.stop_restart_probes(self.uid)
+        await self._report_while(asyncio.ensure_future(
+            self.deps.syncer.kill(pod, state, pod.termination_grace_period_seconds)), pod)
+        self._changed_runtime()
+        return None
 
     async def _sync(self) -> float:
         pod, deps = self.pod, self.deps
@@ -141,6 +164,12 @@ class PodWorker:
         state = await self._state()
         if not self.start_time:
             self.start_time = state.first_seen() or self.seen_at
+        deadline_in = await self._evict_past_deadline(pod, state)
+        if self.evicted is not None:  # Failed for good: nothing runs again, the status stays
+            state = await self._state()
+            deps.statuses.set(pod, self._status(pod, state, {}))
+            self._track_probes(pod, state)
+            return deps.resync_seconds
         # Report what just happened (an exit, say) before acting on it: stopping a finished
         # pod's sandbox or restarting a container takes long enough for a user to notice.
         deps.statuses.set(pod, self._status(pod, state, self._waiting))
@@ -162,6 +191,8 @@ class PodWorker:
             except kube_errors.KubeError as e:
                 log.warning("Could not create the mirror pod; will retry", pod=pod.full_name, err=str(e))
                 result.retry_after(ERROR_RETRY_MAX)
+        if deadline_in is not None:
+            result.retry_after(deadline_in)
         resync = deps.resync_seconds
         return min(result.retry_in, resync) if result.retry_in is not None else resync
 

@@ -180,3 +180,25 @@ def test_an_ephemeral_container_may_not_have_ports_probes_or_hooks():
         pod(ephemeralContainers=[{"name": "d", "image": "busybox:1.36", "ports": [{"containerPort": 80}]}])
     with pytest.raises(InvalidObject, match="Duplicate value: 'app'"):
         pod(ephemeralContainers=[{"name": "app", "image": "busybox:1.36"}])
+
+
+async def test_a_pod_past_its_active_deadline_is_failed_for_good_with_its_containers_killed(node):
+    node.dispatcher.set_pods([pod()])
+    await until(lambda: node.status().get("phase") == "Running")
+    await asyncio.sleep(20)
+    node.dispatcher.set_pods([pod(activeDeadlineSeconds=5)])  # lowered below what it has run already
+    await until(lambda: node.status().get("phase") == "Failed", timeout=10, what="Failed")
+    assert node.status()["reason"] == "DeadlineExceeded"
+    assert node.status()["message"] == "Pod was active on the node longer than the specified deadline"
+    await until(lambda: not node.runtime.running("app"), timeout=60, what="its container killed")
+    await asyncio.sleep(120)
+    assert len(node.runtime.started("app")) == 1 and node.status()["phase"] == "Failed"  # never again
+    assert node.condition("Ready")["status"] == "False"
+
+
+async def test_an_active_deadline_ends_the_pod_when_it_runs_out(node):
+    node.dispatcher.set_pods([pod(activeDeadlineSeconds=30)])
+    await until(lambda: node.status().get("phase") == "Running")
+    started = asyncio.get_running_loop().time()
+    failed = await until(lambda: node.status().get("phase") == "Failed", timeout=60, what="Failed")
+    assert failed - started == pytest.approx(30, abs=2)
