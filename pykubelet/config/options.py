@@ -61,6 +61,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("pods.max_pods", v.positive_int, "maxPods", "max-pods", "most pods this node runs", flag_type=int),
     Option("pods.pod_logs_dir", v.text, "podLogsDir", "pod-logs-dir",
            "where container logs go (default /var/log/pods)"),
+    Option("pods.cgroup_root", v.text, "cgroupRoot", "cgroup-root",
+           "cgroup the pods' kubepods cgroup goes under (default: the root, /kubepods)"),
     Option("pods.allowed_unsafe_sysctls", v.sysctl_patterns, "allowedUnsafeSysctls", "allowed-unsafe-sysctls",
            "comma-separated unsafe sysctls or patterns (kernel.msg*) pods may set"),
     # --- local endpoints
@@ -135,7 +137,7 @@ OPTIONS_BY_FIELD = {o.field: o for o in OPTIONS if o.field}
 
 # Real KubeletConfiguration fields that pykubelet reads but does not act on yet.
 UNIMPLEMENTED_FIELDS = frozenset({
-    "readOnlyPort", "cgroupDriver", "cgroupRoot", "cgroupsPerQOS",
+    "readOnlyPort", "cgroupDriver", "cgroupsPerQOS",
     "evictionSoft", "evictionPressureTransitionPeriod", "failSwapOn",
     "imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge",
     "serializeImagePulls", "maxParallelImagePulls",

@@ -141,7 +141,7 @@ class PodKiller:
             shutil.rmtree(paths.pod_log_dir(self.node.pod_logs_dir, namespace, name, uid), ignore_errors=True)
         self.api_volumes.forget(uid)
         await asyncio.to_thread(local_volumes.teardown_volumes, self.node.root_dir, uid)
-        await asyncio.to_thread(cgroups.remove_pod_cgroups, uid, self.node.cgroup_root)
+        await asyncio.to_thread(cgroups.remove_pod_cgroups, uid, self.node.cgroup_root, self.node.kubepods)
         for backoff in self.backoffs:
             backoff.forget(uid)
         log.info("Pod terminated and cleaned up", pod=f"{namespace}/{name}", uid=uid)

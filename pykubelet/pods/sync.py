@@ -90,7 +90,8 @@ class PodSyncer:
         if not actions.start:
             return result
         # 5. The sandbox: kept, or created (with its back-off).
-        sandbox_config = specs.sandbox_config(pod, actions.attempt, self.node.pod_logs_dir, self.node.dns)
+        sandbox_config = specs.sandbox_config(pod, actions.attempt, self.node.pod_logs_dir, self.node.dns,
+                                              self.node.kubepods)
         sandbox_id, sandbox = actions.sandbox_id, None if actions.create_sandbox else state.sandbox
         if actions.create_sandbox:
             created = await self._create_sandbox(pod, sandbox_config, actions.start, result)
