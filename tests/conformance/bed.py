@@ -26,6 +26,7 @@ import yaml
 
 from pykubelet.network import assets
 from pykubelet.network.hostnet import masquerade_chain
+from pykubelet.tools.leaks import Node as LeakNode, account, report as leak_report
 from tests.helpers import run_to_completion, unmount_under, wait_for
 from tests.runtime.conftest import free_port
 
@@ -48,9 +49,10 @@ CLUSTER_ENV = {
     "PYKUBELET_CLUSTER_CIDR": "10.246.0.0/16",
 }
 ADMIN = WORK / "cluster" / "admin.kubeconfig"
-# The real kubelet's pods live under a cgroup root of their own: its orphan cleanup kills what
-# runs in pod cgroups it does not know, and the machine's other nodes' pods are under /kubepods.
-KUBELET_CGROUP_ROOT = "/pkl-conformance"
+# The node's pods live under a cgroup root of their own (both agents' --cgroup-root): a real
+# kubelet's orphan cleanup kills what runs in the pod cgroups under its root it does not know,
+# so neither this node's kubelet nor another one on this machine (a benchmark's) may share one.
+NODE_CGROUP_ROOT = "/pkl-conformance"
 DEVICE_PLUGINS = pathlib.Path("/var/lib/kubelet/device-plugins")  # the kubelet's, whatever its root dir
 CONTAINER_LOG_LINKS = pathlib.Path("/var/log/containers")  # the kubelet's legacy log symlinks
 KUBELET_PORT = 10250
@@ -171,18 +173,19 @@ class Node:
                 "--pod-manifest-path", str(self.dir / "manifests"), "--pod-logs-dir", str(self.dir / "pod-logs"),
                 "--hostname-override", self.name, "--node-ip", node_ip(),
                 "--port", str(kubelet_port()), "--healthz-port", str(free_port()),
+                "--cgroup-root", NODE_CGROUP_ROOT,
                 "--network-mode", "agent", "--cni-bridge", BRIDGE, "--cni-conf-dir", str(STATE / "net.d"),
                 "--cni-socket", str(STATE / "cni.sock")]
 
     def _kubelet_argv(self, kubeconfig: pathlib.Path) -> list[str]:
-        for hierarchy in _cgroup_hierarchies():
-            os.makedirs(os.path.join(hierarchy, KUBELET_CGROUP_ROOT.lstrip("/")), exist_ok=True)
+        for hierarchy in _cgroup_hierarchies():  # the kubelet insists that its cgroup root exists
+            os.makedirs(os.path.join(hierarchy, NODE_CGROUP_ROOT.lstrip("/")), exist_ok=True)
         if not DEVICE_PLUGINS.exists():
             self.made.append(str(DEVICE_PLUGINS))
         config = self.dir / "kubelet.yaml"
         config.write_text(yaml.safe_dump({
             "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-            "cgroupDriver": "cgroupfs", "cgroupRoot": KUBELET_CGROUP_ROOT, "failSwapOn": False,
+            "cgroupDriver": "cgroupfs", "cgroupRoot": NODE_CGROUP_ROOT, "failSwapOn": False,
             "failCgroupV1": False, "staticPodPath": str(self.dir / "manifests"),
             "containerRuntimeEndpoint": ENDPOINT, "podLogsDir": str(self.dir / "pod-logs"),
             "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
@@ -212,6 +215,8 @@ class Node:
         they made on this machine."""
         if self.proc is not None and self.proc.poll() is None:
             self._drain()
+            if self.kind == "pykubelet":
+                self._report_leaks()
             self.proc.terminate()
             try:
                 self.proc.wait(30)
@@ -223,6 +228,7 @@ class Node:
         unmount_under(str(self.dir))
         subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)
         self._remove_masquerade()
+        self._remove_cgroup_root()
         if self.kind == "kubelet":
             self._remove_kubelet_leftovers()
         self._clean_dir()
@@ -240,6 +246,15 @@ class Node:
         except AssertionError as e:
             say(f"WARNING: {e}")
 
+    def _report_leaks(self) -> None:
+        """What the drained node still holds for pods that are gone (`pykubelet leaks`): said,
+        since everything goes with its containerd anyway."""
+        node = LeakNode(endpoints=[ENDPOINT], root_dirs=[str(self.dir / "root")],
+                        pod_logs_dir=str(self.dir / "pod-logs"))
+        leaks = run_to_completion(account(node, expect_no_pods=True))
+        if leaks:
+            say(f"WARNING: after draining, the node still holds:\n{leak_report(leaks)}")
+
     def _remove_masquerade(self) -> None:
         chain = masquerade_chain(BRIDGE)
         rules = subprocess.run(["iptables", "-t", "nat", "-S", "POSTROUTING"], capture_output=True,
@@ -250,12 +265,20 @@ class Node:
         subprocess.run(["iptables", "-t", "nat", "-F", chain], capture_output=True)
         subprocess.run(["iptables", "-t", "nat", "-X", chain], capture_output=True)
 
-    def _remove_kubelet_leftovers(self) -> None:
+    def _remove_cgroup_root(self) -> None:
+        """rmdir every cgroup under the node's root, deepest first; one that still holds a
+        process stays, and is said."""
         for hierarchy in _cgroup_hierarchies():
-            top = os.path.join(hierarchy, KUBELET_CGROUP_ROOT.lstrip("/"))
+            top = os.path.join(hierarchy, NODE_CGROUP_ROOT.lstrip("/"))
             for dirpath, _, _ in sorted(os.walk(top), key=lambda entry: -len(entry[0])):
-                with contextlib.suppress(OSError):
+                try:
                     os.rmdir(dirpath)
+                except FileNotFoundError:
+                    pass
+                except OSError as e:
+                    say(f"WARNING: cannot remove cgroup {dirpath}: {e.strerror}")
+
+    def _remove_kubelet_leftovers(self) -> None:
         for link in CONTAINER_LOG_LINKS.glob("*.log"):
             with contextlib.suppress(OSError):
                 if os.readlink(link).startswith(str(self.dir)):
