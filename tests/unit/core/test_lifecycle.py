@@ -202,3 +202,21 @@ async def test_an_active_deadline_ends_the_pod_when_it_runs_out(node):
     started = asyncio.get_running_loop().time()
     failed = await until(lambda: node.status().get("phase") == "Failed", timeout=60, what="Failed")
     assert failed - started == pytest.approx(30, abs=2)
+
+
+async def test_sidecars_are_stopped_after_the_app_containers_last_one_first(node):
+    node.runtime.behave("app", ignores_sigterm=True)
+    sidecar = {"image": "busybox:1.36", "restartPolicy": "Always"}
+    spec = pod(terminationGracePeriodSeconds=20,
+               initContainers=[{"name": "proxy", **sidecar}, {"name": "logger", **sidecar}],
+               containers=[{"name": "app", "image": "busybox:1.36",
+                            "lifecycle": {"preStop": {"exec": {"command": ["drain"]}}}}])
+    node.dispatcher.set_pods([spec])
+    await until(lambda: node.status().get("phase") == "Running" and node.runtime.running("logger"))
+    node.dispatcher.set_pods([])
+    await until(lambda: not node.runtime.containers, what="everything removed")
+    order = [(name, grace) for name, grace, _ in node.runtime.stops]
+    assert [name for name, _ in order] == ["app", "logger", "proxy"]
+    (_, _, app_stopped), (_, logger_grace, logger_stopped), _ = node.runtime.stops
+    assert logger_stopped >= app_stopped + 19  # the app used its whole grace period (it ignores SIGTERM)
+    assert logger_grace == 2  # what is left of the grace period, at least the kubelet's minimum
