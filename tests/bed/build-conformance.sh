@@ -10,6 +10,7 @@
 # the same version is a no-op. The first run takes tens of minutes on 2 cores.
 set -euo pipefail
 
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 K8S_VERSION=${K8S_VERSION:-v1.36.3}
 CACHE=${PYKUBELET_CACHE:-/var/cache/pykubelet}
 OUT=$CACHE/e2e/$K8S_VERSION
@@ -18,6 +19,9 @@ STAMP=$BIN/.stamp
 WANT="k8s=$K8S_VERSION"
 
 PROGRAMS=(ginkgo agnhost nnp e2e.test)
+# The test images' BusyBox, from its upstream source (its own script: no Go involved).
+bash "$here/build-busybox.sh"
+
 built() {
   local p
   for p in "${PROGRAMS[@]}"; do [[ -x $BIN/$p ]] || return 1; done

@@ -6,18 +6,19 @@ No registry is reachable here, so each image is rebuilt from the real software i
 by tests/bed/images.py (one deterministic layer, an OCI layout tar cached under
 ``$PYKUBELET_CACHE/images/``, imported with ctr):
 
-* ``registry.k8s.io/e2e-test-images/busybox:1.37.0-1`` -- Debian's busybox-static (1.35) and
-  its applets, like the test bed's busybox.
+* ``registry.k8s.io/e2e-test-images/busybox:1.37.0-1`` -- BusyBox 1.37.0 built from its upstream
+  source with upstream's default configuration (tests/bed/build-busybox.sh), as the official
+  busybox:1.37.0 image this tag wraps, with its applets linked in place.
 * ``registry.k8s.io/pause:3.10.2`` -- the test bed's static pause program (tests/bed/pause.c).
 * ``registry.k8s.io/e2e-test-images/agnhost:2.63.0`` -- agnhost compiled from its Go source in the
   k8s.io/kubernetes module (tests/bed/build-conformance.sh), on the userland its Dockerfile
-  gives it: an Alpine base is busybox plus bash, curl, netcat-openbsd and iproute2; here busybox
-  plus those tools from Debian 12 packages. Its porter certificates, /uploads, the agnhost-2 link
+  gives it: an Alpine base is BusyBox 1.37 plus bash, curl, netcat-openbsd and iproute2; here
+  that BusyBox plus those tools from Debian 12 packages. Its porter certificates, /uploads, the agnhost-2 link
   and the user/group defined in the image are there; left out (no spec we run uses them, and
   they would have to be downloaded from elsewhere): coredns, dig, iperf, ipcs, and the fake
   registry's image store.
 * ``registry.k8s.io/e2e-test-images/nonewprivs:1.4`` -- the nnp program (test/images/nonewprivs,
-  built by build-conformance.sh) set-uid root on busybox (upstream: on Alpine).
+  built by build-conformance.sh) set-uid root on that BusyBox (upstream: on Alpine).
 * ``registry.k8s.io/e2e-test-images/nonroot:1.5`` -- Debian 12 packages (upstream's base is
   Debian 12 too) with USER 1234.
 * ``registry.k8s.io/e2e-test-images/glibc-dns-testing:2.0.0`` -- Debian 12 packages with
@@ -52,9 +53,10 @@ K8S_VERSION = os.environ.get("K8S_VERSION", "v1.36.3")
 CACHE = Path(os.environ.get("PYKUBELET_CACHE", "/var/cache/pykubelet"))
 E2E_BIN = CACHE / "e2e" / K8S_VERSION / "bin"  # agnhost and nnp, from build-conformance.sh
 DEBS = CACHE / "e2e" / "debs"
+BUSYBOX = CACHE / "e2e" / "busybox-1.37.0" / "busybox"  # from build-busybox.sh
 E2E_REGISTRY = "registry.k8s.io/e2e-test-images"
 # Part of every image's cache key: bump it when the way a layer is put together changes.
-LAYOUT_VERSION = b"e2e-layout-1\0"
+LAYOUT_VERSION = b"e2e-layout-2\0"
 # Where Debian's container base images drop files no program reads (dpkg path-exclude).
 EXCLUDED = ("usr/share/doc/", "usr/share/man/", "usr/share/info/", "usr/share/locale/", "usr/share/lintian/")
 
@@ -143,7 +145,10 @@ def _digest(path: Path) -> bytes:
 
 
 def _program(name: str) -> Path:
-    path = E2E_BIN / name
+    return _built(E2E_BIN / name)
+
+
+def _built(path: Path) -> Path:
     if not path.is_file():
         raise SystemExit(f"images_e2e.py: {path} missing: run tests/bed/build-conformance.sh first")
     return path
@@ -155,6 +160,26 @@ def _k8s_source(relative: str) -> Path:
     if not path.is_file():
         raise SystemExit(f"images_e2e.py: {path} missing: run tests/bed/build-conformance.sh first")
     return path
+
+
+def busybox_inputs() -> bytes:
+    return LAYOUT_VERSION + _digest(_built(BUSYBOX)) + bed.PASSWD.encode() + bed.GROUP.encode()
+
+
+def busybox_layer(_workdir: Path) -> list[Entry]:
+    """/bin/busybox and a link for each applet where `busybox --list-full` puts it (what its
+    `make install` does), with the test bed's /etc/passwd and /etc/group."""
+    applets = subprocess.run([str(BUSYBOX), "--list-full"], capture_output=True, text=True, check=True).stdout
+    entries = [Entry(d, "dir", 0o755) for d in ("bin", "sbin", "usr", "usr/bin", "usr/sbin", "etc", "var",
+                                                  "var/www", "home")]
+    entries += [Entry("root", "dir", 0o700), Entry("tmp", "dir", 0o1777),
+                Entry("bin/busybox", "file", 0o755, BUSYBOX.read_bytes()),
+                Entry("etc/passwd", "file", 0o644, bed.PASSWD.encode()),
+                Entry("etc/group", "file", 0o644, bed.GROUP.encode())]
+    for path in sorted(set(applets.split())):
+        if path != "bin/busybox" and ".." not in path.split("/"):
+            entries.append(Entry(path, "symlink", target="/bin/busybox"))
+    return entries
 
 
 def merge(*layers: list[Entry]) -> list[Entry]:
@@ -176,7 +201,7 @@ AGNHOST_GROUPS = "user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:
 
 def agnhost_inputs() -> bytes:
     debs = fetch_debs(AGNHOST_DEBS)
-    return (LAYOUT_VERSION + bed.busybox_inputs() + _digest(_program("agnhost")) + "\n".join(d.name for d in debs).encode()
+    return (busybox_inputs() + _digest(_program("agnhost")) + "\n".join(d.name for d in debs).encode()
             + _digest(_k8s_source("test/images/agnhost/porter/localhost.crt")) + AGNHOST_USERS.encode())
 
 
@@ -190,14 +215,16 @@ def agnhost_layer(workdir: Path) -> list[Entry]:
         Entry("uploads", "dir", 0o755),
         Entry("localhost.crt", "file", 0o644, _k8s_source(porter + "localhost.crt").read_bytes()),
         Entry("localhost.key", "file", 0o644, _k8s_source(porter + "localhost.key").read_bytes()),
-        # netcat-openbsd's postinst makes this alternative; its maintainer scripts do not run here.
+        # netcat-openbsd's postinst makes this alternative (its maintainer scripts do not run
+        # here); on Alpine the package's nc replaces BusyBox's at /usr/bin/nc, first in PATH too.
         Entry("bin/nc", "symlink", target="nc.openbsd"),
+        Entry("usr/bin/nc", "symlink", target="/bin/nc.openbsd"),
         Entry("home", "dir", 0o755),
         Entry("home/user-defined-in-image", "dir", 0o755),
         Entry("etc/passwd", "file", 0o644, (bed.PASSWD + AGNHOST_USERS).encode()),
         Entry("etc/group", "file", 0o644, (bed.GROUP + AGNHOST_GROUPS).encode()),
     ]
-    return merge(bed.busybox_layer(workdir), tools, own)
+    return merge(busybox_layer(workdir), tools, own)
 
 
 # ----------------------------------------------------------------------- the others
@@ -228,13 +255,13 @@ def debian_layer(packages: list[str], what: str) -> list[Entry]:
 
 
 def nonewprivs_inputs() -> bytes:
-    return LAYOUT_VERSION + bed.busybox_inputs() + _digest(_program("nnp"))
+    return busybox_inputs() + _digest(_program("nnp"))
 
 
 def nonewprivs_layer(workdir: Path) -> list[Entry]:
     own = [Entry("usr/local", "dir", 0o755), Entry("usr/local/bin", "dir", 0o755),
            Entry("usr/local/bin/nnp", "file", 0o4755, _program("nnp").read_bytes())]  # chmod +s
-    return merge(bed.busybox_layer(workdir), own)
+    return merge(busybox_layer(workdir), own)
 
 
 def _pause_config() -> dict:
@@ -242,7 +269,7 @@ def _pause_config() -> dict:
 
 
 IMAGES: dict[str, ImageSpec] = {
-    "busybox": ImageSpec("e2e-busybox", f"{E2E_REGISTRY}/busybox:1.37.0-1", bed.busybox_inputs, bed.busybox_layer,
+    "busybox": ImageSpec("e2e-busybox", f"{E2E_REGISTRY}/busybox:1.37.0-1", busybox_inputs, busybox_layer,
                          {"Env": [bed.PATH_ENV], "Cmd": ["sh"]}),
     "pause": ImageSpec("e2e-pause", "registry.k8s.io/pause:3.10.2", bed.pause_inputs, bed.pause_layer,
                        _pause_config()),
