@@ -188,7 +188,7 @@ SUPPORTED_POD_FIELDS = frozenset({
     "schedulerName", "tolerations", "priority", "priorityClassName", "enableServiceLinks", "preemptionPolicy",
     "nodeSelector", "affinity", "automountServiceAccountToken", "terminationMessagePath", "volumes",
     "hostPID", "hostIPC", "shareProcessNamespace", "hostAliases", "hostname", "subdomain",
-    "hostnameOverride", "ephemeralContainers", "readinessGates", "activeDeadlineSeconds",
+    "hostnameOverride", "ephemeralContainers", "readinessGates", "activeDeadlineSeconds", "os",
 })
 NODE_LOCAL_VOLUME_TYPES = ("emptyDir", "hostPath")
 SUPPORTED_VOLUME_TYPES = (*NODE_LOCAL_VOLUME_TYPES, "configMap", "secret", "downwardAPI", "projected")
