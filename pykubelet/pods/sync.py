@@ -58,8 +58,10 @@ class PodSyncer:
     async def terminate(self, pod: Pod | None, state: PodRuntimeState, grace: int) -> None:
         await self.killer.terminate(pod, state, grace)
 
-    async def sync(self, pod: Pod, state: PodRuntimeState, unhealthy: dict[str, str] | None = None) -> SyncResult:
-        """`unhealthy`: container ID -> why its liveness or startup probe gave up (it is restarted)."""
+    async def sync(self, pod: Pod, state: PodRuntimeState, unhealthy: dict[str, str] | None = None,
+                   kill_graces: dict[str, int] | None = None) -> SyncResult:
+        """`unhealthy`: container ID -> why its liveness or startup probe gave up (it is restarted);
+        `kill_graces`: container ID -> the grace period of such a kill when its probe sets one."""
         result = SyncResult()
         grace = pod.termination_grace_period_seconds
         # 1. What to do, from the spec and the runtime's state alone (pods/actions.py).
@@ -79,7 +81,9 @@ class PodSyncer:
         if actions.kill:
             names = {c.id: c.name for c in state.containers}
             pod_ip = self.killer.pod_ip(pod, state)
-            await asyncio.gather(*(self.killer.stop_container(pod, names.get(cid, ""), cid, why, grace, pod_ip)
+            graces = kill_graces or {}
+            await asyncio.gather(*(self.killer.stop_container(pod, names.get(cid, ""), cid, why,
+                                                              graces.get(cid, grace), pod_ip)
                                    for cid, why in actions.kill.items()))
             result.changed = True
         # 4. Volumes: set up before any container starts; a finished pod's are torn down.

@@ -33,6 +33,7 @@ class ContainerProbes:
     started: bool = True
     ready: bool = True
     failed: str = ""  # "", or why liveness/startup gave up: the container must be restarted
+    failed_grace: int | None = None  # the terminationGracePeriodSeconds of the probe that gave up, if it sets one
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # probe kind -> its loop
 
 
@@ -51,6 +52,12 @@ class ProbeManager:
     def unhealthy(self, uid: str) -> dict[str, str]:
         """Container ID -> why its liveness or startup probe gave up."""
         return {cid: r.failed for cid, r in self._pods.get(uid, {}).items() if r.failed}
+
+    def kill_graces(self, uid: str) -> dict[str, int]:
+        """Container ID -> the grace period its kill gets, for the failed containers whose probe
+        sets its own terminationGracePeriodSeconds (it wins over the pod's, as with the kubelet)."""
+        return {cid: r.failed_grace for cid, r in self._pods.get(uid, {}).items()
+                if r.failed and r.failed_grace is not None}
 
     def track(self, pod: Any, container: dict[str, Any], container_id: str, pod_ip: str, started_at: float) -> None:
         """Start probing a running container (idempotent per container ID)."""
@@ -110,6 +117,8 @@ class ProbeManager:
                              ready=state.ready, started=state.started, failed=state.failed)
                     self.on_change(pod.uid)
                 if state.failed:
+                    grace = probe.get("terminationGracePeriodSeconds")
+                    state.failed_grace = grace if isinstance(grace, int) and not isinstance(grace, bool) else None
                     return
                 await asyncio.sleep(max(0.0, period - (loop.time() - began)))
             else:

@@ -183,6 +183,22 @@ async def test_a_failing_liveness_probe_restarts_the_container(tmp_path):
         await node.stop()
 
 
+async def test_a_probe_with_its_own_termination_grace_period_kills_within_it_not_the_pods(tmp_path):
+    runtime = FakeRuntime(clock)
+    runtime.behave("app", ignores_sigterm=True)
+    runtime.exec_results["alive"] = (1, b"dead")
+    node = Core(runtime, tmp_path).start()
+    try:
+        probe = {"exec": {"command": ["alive"]}, "initialDelaySeconds": 10, "failureThreshold": 1,
+                 "terminationGracePeriodSeconds": 5}
+        node.dispatcher.set_pods([pod(terminationGracePeriodSeconds=500,
+                                      containers=[{"name": "app", "image": "busybox:1.36", "livenessProbe": probe}])])
+        await until(lambda: len(runtime.started("app")) == 2, timeout=60, what="the restart within the probe's grace")
+        assert [(name, grace) for name, grace, _ in runtime.stops] == [("app", 5)]
+    finally:
+        await node.stop()
+
+
 async def test_housekeeping_after_a_restart_terminates_only_what_no_source_wants(tmp_path):
     runtime = FakeRuntime(clock)
     first = Core(runtime, tmp_path).start()
