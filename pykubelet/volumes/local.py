@@ -106,12 +106,24 @@ def container_mounts(pod: Pod, container: Container, volumes: dict[str, str],
             sub = os.path.normpath(mount.sub_path)
             if sub.startswith("..") or os.path.isabs(sub):
                 raise ContainerConfigError(f"volumeMount {name!r}: subPath {mount.sub_path!r} must stay inside")
-            host = os.path.join(host, sub)
+            root, host = host, os.path.join(host, sub)
             if not os.path.exists(host):
-                os.makedirs(host, mode=0o777, exist_ok=True)  # the kubelet creates a missing subPath
+                _make_sub_path(root, sub)
         mounts.append(api.Mount(container_path=mount.mount_path, host_path=host,
                                 readonly=mount.read_only or name in read_only))
     return mounts
+
+
+def _make_sub_path(volume: str, sub: str) -> None:
+    """Create a missing subPath as the kubelet does: each missing directory with the mode of the
+    volume's own (set explicitly, past the umask), so an fsGroup volume's group keeps access."""
+    mode = os.stat(volume).st_mode & 0o7777
+    path = volume
+    for part in sub.split(os.sep):
+        path = os.path.join(path, part)
+        if not os.path.isdir(path):
+            os.mkdir(path)
+            os.chmod(path, mode)
 
 
 def teardown_volumes(root_dir: str, uid: str) -> None:
