@@ -34,20 +34,23 @@ def _mounted(path: str) -> bool:
 
 
 def _empty_dir(root_dir: str, pod: Pod, name: str, source: dict[str, Any]) -> str:
+    """The kubelet's emptyDir: a world-writable directory (0777, so any runAsUser can use it), or
+    for medium Memory a tmpfs over it, whose root keeps tmpfs' own mode (1777, sticky). With an
+    fsGroup, the volume ownership step: the group owns it, with rwx for it and setgid (files
+    made in it inherit the group, so every container of the pod shares them)."""
     path = paths.volume_dir(root_dir, pod.uid, "kubernetes.io~empty-dir", name)
     os.makedirs(path, exist_ok=True)
-    if (source or {}).get("medium") == "Memory" and not _mounted(path):
-        options = "mode=0777"
-        if source.get("sizeLimit"):
-            options += f",size={quantity_bytes(source['sizeLimit'])}"
-        subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", path], check=True, capture_output=True)
-    os.chmod(path, 0o777)  # the kubelet's emptyDir is world-writable, so any runAsUser can use it
+    if not _mounted(path):
+        os.chmod(path, 0o777)
+        if (source or {}).get("medium") == "Memory":
+            command = ["mount", "-t", "tmpfs"]
+            if source.get("sizeLimit"):
+                command += ["-o", f"size={quantity_bytes(source['sizeLimit'])}"]
+            subprocess.run([*command, "tmpfs", path], check=True, capture_output=True)
     fs_group = pod.fs_group
     if fs_group is not None:
-        # The kubelet's volume ownership step: the fsGroup owns it, and files made in it inherit
-        # that group (setgid), so every container of the pod shares them.
         os.chown(path, -1, fs_group)
-        os.chmod(path, 0o2777)
+        os.chmod(path, os.stat(path).st_mode & 0o7777 | stat.S_ISGID | 0o770)
     return path
 
 
