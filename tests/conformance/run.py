@@ -23,7 +23,8 @@ from tests.conformance import bed, suite
 RESULTS = bed.REPO / "build" / "conformance"
 
 
-def conformance(kind: str, focus: str, skip: str, procs: int, results: pathlib.Path) -> list[suite.Result]:
+def conformance(kind: str, focus: str, skip: str, procs: int, results: pathlib.Path,
+                timeout: str = suite.SUITE_TIMEOUT) -> list[suite.Result]:
     """The whole run on a fresh cluster and node; the results (also in results/junit.xml)."""
     bed.build()
     results.mkdir(parents=True, exist_ok=True)
@@ -34,7 +35,7 @@ def conformance(kind: str, focus: str, skip: str, procs: int, results: pathlib.P
         node = bed.Node(kind, results)
         try:
             node.start()
-            return suite.run(results, focus, skip, procs, len(names))
+            return suite.run(results, focus, skip, procs, len(names), timeout)
         finally:
             bed.say(f"stopping node {node.name} and the control plane")
             node.stop()

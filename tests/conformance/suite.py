@@ -18,7 +18,7 @@ from tests.conformance.bed import ADMIN, E2E_BIN, say
 
 FOCUS = r"\[NodeConformance\]"
 SKIP = r"\[Serial\]|\[Disruptive\]|\[Flaky\]|\[Slow\]|\[Feature:[^\]]*\]"
-SPEC_TIMEOUT = "4h"  # ginkgo's whole-suite limit (its default, 1h, is shorter than a full run)
+SUITE_TIMEOUT = "4h"  # ginkgo's whole-suite limit (its default, 1h, is shorter than a full run)
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,9 @@ class Result:
         return f"{self.name}: {self.reason}" if self.reason else self.name
 
 
-def ginkgo_argv(out: pathlib.Path, focus: str, skip: str, procs: int, dry_run: bool = False) -> list[str]:
-    argv = [str(E2E_BIN / "ginkgo"), f"--procs={procs}", f"--timeout={SPEC_TIMEOUT}", "--no-color",
+def ginkgo_argv(out: pathlib.Path, focus: str, skip: str, procs: int, dry_run: bool = False,
+                timeout: str = SUITE_TIMEOUT) -> list[str]:
+    argv = [str(E2E_BIN / "ginkgo"), f"--procs={procs}", f"--timeout={timeout}", "--no-color",
             f"--focus={focus}", f"--skip={skip}", f"--output-dir={out}", "--junit-report=junit.xml",
             "--silence-skips"]
     if dry_run:
@@ -49,7 +50,8 @@ def selected(out: pathlib.Path, focus: str, skip: str) -> list[str]:
     return [r.name for r in read_junit(out / "junit.xml")]
 
 
-def run(out: pathlib.Path, focus: str, skip: str, procs: int, expected: int) -> list[Result]:
+def run(out: pathlib.Path, focus: str, skip: str, procs: int, expected: int,
+        timeout: str = SUITE_TIMEOUT) -> list[Result]:
     """Run the selection with `procs` ginkgo processes; its output goes to out/ginkgo.log, and a
     progress line to stdout every minute."""
     out.mkdir(parents=True, exist_ok=True)
@@ -59,7 +61,7 @@ def run(out: pathlib.Path, focus: str, skip: str, procs: int, expected: int) -> 
     say(f"running {expected} specs with {procs} ginkgo processes (output: {log_path})")
     start = time.monotonic()
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(ginkgo_argv(out, focus, skip, procs), stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(ginkgo_argv(out, focus, skip, procs, timeout=timeout), stdout=log, stderr=subprocess.STDOUT,
                                 env={**os.environ, "KUBECONFIG": str(ADMIN)})
         while True:
             try:
