@@ -133,6 +133,7 @@ class PodDispatcher:
         self._terminated_at[uid] = self.deps.cache.mark()
         pod = self.desired.get(uid)
         if pod is None:
+            self.statuses.remove(uid)  # gone from every source: no status to write or delete
             return
         if pod.deletion_timestamp:
             self._finish_deletion(pod)

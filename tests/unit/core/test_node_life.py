@@ -54,6 +54,27 @@ async def test_graceful_deletion_stops_within_its_grace_then_deletes_with_the_ui
         await node.stop()
 
 
+async def test_a_force_deleted_pod_is_stopped_within_its_deletion_grace_not_its_specs(tmp_path):
+    runtime, kube = FakeRuntime(clock), FakeKube()
+    runtime.behave("app", ignores_sigterm=True)
+    spec = pod(terminationGracePeriodSeconds=500)
+    kube.objects[PATH] = copy.deepcopy(spec.raw)
+    node = Core(runtime, tmp_path, kube).start()
+    try:
+        node.dispatcher.set_pods([spec], "api")
+        await until(lambda: node.status().get("phase") == "Running")
+        began = asyncio.get_running_loop().time()
+        del kube.objects[PATH]  # gone at once: the source hands it over deleted, then without it
+        node.dispatcher.set_pods([deleted(spec, 0)], "api")
+        node.dispatcher.set_pods([], "api")
+        await until(lambda: not runtime.containers and not runtime.sandboxes, timeout=60, what="everything removed")
+        assert asyncio.get_running_loop().time() - began < 5
+        assert [(name, grace) for name, grace, _ in runtime.stops] == [("app", 0)]
+        assert node.statuses.get("uid-web") is None  # nothing left to report for it
+    finally:
+        await node.stop()
+
+
 class FinalizerKube(FakeKube):
     """An apiserver whose pods carry a finalizer: the final DELETE leaves them there."""
 
