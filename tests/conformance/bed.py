@@ -24,6 +24,8 @@ from typing import Any, Iterator
 
 import yaml
 
+from pykubelet.cri import errors as cri_errors
+from pykubelet.cri.client import CRIClient
 from pykubelet.network import assets
 from pykubelet.network.hostnet import masquerade_chain
 from pykubelet.tools.leaks import Node as LeakNode, account, report as leak_report
@@ -215,6 +217,9 @@ class Node:
         they made on this machine."""
         if self.proc is not None and self.proc.poll() is None:
             self._drain()
+            # While the agent still answers its CNI shim: a pod containerd keeps (one the API
+            # forgot, or the kubelet's exited ones) goes with its network namespace.
+            run_to_completion(self._remove_runtime_pods())
             if self.kind == "pykubelet":
                 self._report_leaks()
             self.proc.terminate()
@@ -245,6 +250,20 @@ class Node:
             run_to_completion(wait_for(no_pods, 180, f"node {self.name} to remove its pods", interval=1))
         except AssertionError as e:
             say(f"WARNING: {e}")
+
+    async def _remove_runtime_pods(self) -> None:
+        cri = CRIClient(ENDPOINT)
+        try:
+            for container in await cri.list_containers():
+                await cri.stop_container(container.id, 0)
+                await cri.remove_container(container.id)
+            for sandbox in await cri.list_pod_sandbox():
+                await cri.stop_pod_sandbox(sandbox.id)
+                await cri.remove_pod_sandbox(sandbox.id)
+        except cri_errors.CRIError as e:
+            say(f"WARNING: could not remove the node's remaining pods: {e}")
+        finally:
+            await cri.close()
 
     def _report_leaks(self) -> None:
         """What the drained node still holds for pods that are gone (`pykubelet leaks`): said,
