@@ -56,7 +56,7 @@ DEBS = CACHE / "e2e" / "debs"
 BUSYBOX = CACHE / "e2e" / "busybox-1.37.0" / "busybox"  # from build-busybox.sh
 E2E_REGISTRY = "registry.k8s.io/e2e-test-images"
 # Part of every image's cache key: bump it when the way a layer is put together changes.
-LAYOUT_VERSION = b"e2e-layout-2\0"
+LAYOUT_VERSION = b"e2e-layout-3\0"
 # Where Debian's container base images drop files no program reads (dpkg path-exclude).
 EXCLUDED = ("usr/share/doc/", "usr/share/man/", "usr/share/info/", "usr/share/locale/", "usr/share/lintian/")
 
@@ -167,18 +167,18 @@ def busybox_inputs() -> bytes:
 
 
 def busybox_layer(_workdir: Path) -> list[Entry]:
-    """/bin/busybox and a link for each applet where `busybox --list-full` puts it (what its
-    `make install` does), with the test bed's /etc/passwd and /etc/group."""
-    applets = subprocess.run([str(BUSYBOX), "--list-full"], capture_output=True, text=True, check=True).stdout
-    entries = [Entry(d, "dir", 0o755) for d in ("bin", "sbin", "usr", "usr/bin", "usr/sbin", "etc", "var",
-                                                  "var/www", "home")]
+    """/bin/busybox and a link to it in /bin for each applet, as the official image lays it out
+    (its build runs `busybox --install /bin`; specs run /bin/sysctl, /bin/true...), with the test
+    bed's /etc/passwd and /etc/group."""
+    applets = subprocess.run([str(BUSYBOX), "--list"], capture_output=True, text=True, check=True).stdout
+    entries = [Entry(d, "dir", 0o755) for d in ("bin", "etc", "home", "usr", "usr/sbin", "var", "var/www")]
     entries += [Entry("root", "dir", 0o700), Entry("tmp", "dir", 0o1777),
                 Entry("bin/busybox", "file", 0o755, BUSYBOX.read_bytes()),
                 Entry("etc/passwd", "file", 0o644, bed.PASSWD.encode()),
                 Entry("etc/group", "file", 0o644, bed.GROUP.encode())]
-    for path in sorted(set(applets.split())):
-        if path != "bin/busybox" and ".." not in path.split("/"):
-            entries.append(Entry(path, "symlink", target="/bin/busybox"))
+    for name in sorted(set(applets.split())):
+        if name != "busybox" and "/" not in name and name not in (".", ".."):
+            entries.append(Entry(f"bin/{name}", "symlink", target="busybox"))
     return entries
 
 
@@ -216,7 +216,7 @@ def agnhost_layer(workdir: Path) -> list[Entry]:
         Entry("localhost.crt", "file", 0o644, _k8s_source(porter + "localhost.crt").read_bytes()),
         Entry("localhost.key", "file", 0o644, _k8s_source(porter + "localhost.key").read_bytes()),
         # netcat-openbsd's postinst makes this alternative (its maintainer scripts do not run
-        # here); on Alpine the package's nc replaces BusyBox's at /usr/bin/nc, first in PATH too.
+        # here); on Alpine the package's nc is the one in PATH too, not BusyBox's.
         Entry("bin/nc", "symlink", target="nc.openbsd"),
         Entry("usr/bin/nc", "symlink", target="/bin/nc.openbsd"),
         Entry("home", "dir", 0o755),
