@@ -47,8 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--procs", type=int, default=int(os.environ.get("CONFORMANCE_PROCS", "3")))
     parser.add_argument("--focus", default=os.environ.get("CONFORMANCE_FOCUS") or suite.FOCUS)
     parser.add_argument("--skip", default=os.environ.get("CONFORMANCE_SKIP") or suite.SKIP)
+    parser.add_argument("--results", type=pathlib.Path, default=None,
+                        help="where the JUnit report and logs go (default build/conformance/<node>)")
     args = parser.parse_args(argv)
-    results_dir = RESULTS / args.node
+    results_dir = args.results or RESULTS / args.node
     start = time.monotonic()
     results = conformance(args.node, args.focus, args.skip, args.procs, results_dir)
     other = "kubelet" if args.node == "pykubelet" else "pykubelet"
