@@ -156,9 +156,10 @@ def pod_status(pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, s
     init_statuses = []
     for c in pod.init_containers:
         init_status = container_status(pod, c.name, c.image, state, reason(c.name), probes)
-        terminated = init_status["state"].get("terminated")
-        if terminated and terminated["exitCode"] == 0:
-            init_status["ready"] = True  # a finished init container counts as ready, as the API reports it
+        if not c.is_sidecar:
+            # An init container is ready once it has finished successfully, not while it runs.
+            terminated = init_status["state"].get("terminated")
+            init_status["ready"] = bool(terminated and terminated["exitCode"] == 0)
         init_statuses.append(init_status)
     if init_failed(pod, state):
         phase = "Failed"

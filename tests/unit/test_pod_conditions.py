@@ -62,3 +62,11 @@ def test_a_succeeded_pod_is_not_ready_with_pod_completed():
     got = conditions(pod(restartPolicy="Never"), runtime(instance("run1", EXITED)))
     assert (got["Ready"]["status"], got["Ready"]["reason"]) == ("False", "PodCompleted")
     assert got["Initialized"]["status"] == "True"
+
+
+def test_a_running_init_container_is_not_ready_and_keeps_the_pod_uninitialized():
+    p = pod(initContainers=[{"name": "init1", "image": "busybox:1.36"}, {"name": "init2", "image": "busybox:1.36"}])
+    status = pod_status(p, runtime(instance("init1", RUNNING)), {}, "192.168.1.10", 900.0)
+    assert [s["ready"] for s in status["initContainerStatuses"]] == [False, False]
+    initialized = next(c for c in status["conditions"] if c["type"] == "Initialized")
+    assert initialized["message"] == "containers with incomplete status: [init1 init2]"
