@@ -55,8 +55,10 @@ def _needs_start_in_new_sandbox(pod: Pod, container: Container, state: PodRuntim
                 and latest.state not in (RUNNING, UNKNOWN, CREATED) and latest.exit_code == 0)
 
 
-def compute_pod_actions(pod: Pod, state: PodRuntimeState, unhealthy: dict[str, str] | None = None) -> PodActions:
-    """`unhealthy`: container ID -> why its liveness or startup probe gave up."""
+def compute_pod_actions(pod: Pod, state: PodRuntimeState, unhealthy: dict[str, str] | None = None,
+                        unstarted: frozenset[str] | set[str] = frozenset()) -> PodActions:
+    """`unhealthy`: container ID -> why its liveness or startup probe gave up; `unstarted`: IDs of
+    running containers whose startup probe has not succeeded yet."""
     unhealthy = unhealthy or {}
     sandbox = state.sandboxes[0] if state.sandboxes else None
     something_alive = bool(state.running()) or any(s.ready for s in state.sandboxes)
@@ -79,7 +81,7 @@ def compute_pod_actions(pod: Pod, state: PodRuntimeState, unhealthy: dict[str, s
 
     actions = PodActions(sandbox_id=sandbox.id, attempt=sandbox.attempt)
     wanted = {c.name for c in (*pod.init_containers, *pod.containers, *pod.ephemeral_containers)}
-    if not _init_progress(pod, state, sandbox.id, actions):
+    if not _init_progress(pod, state, sandbox.id, actions, unstarted):
         _kill_unwanted(state, wanted, actions)
         return actions
     for container in (*(c for c in pod.init_containers if c.is_sidecar), *pod.containers):
@@ -110,8 +112,10 @@ def _kill_unwanted(state: PodRuntimeState, wanted: set[str], actions: PodActions
             actions.kill[c.id] = "Container is not in the pod spec"
 
 
-def _init_progress(pod: Pod, state: PodRuntimeState, sandbox_id: str, actions: PodActions) -> bool:
-    """Walk the init containers in order; True once all are done (sidecars: running).
+def _init_progress(pod: Pod, state: PodRuntimeState, sandbox_id: str, actions: PodActions,
+                   unstarted: frozenset[str] | set[str] = frozenset()) -> bool:
+    """Walk the init containers in order; True once all are done (sidecars: running, and started
+    by their startup probe: the next container waits for that, as with the kubelet).
 
     Otherwise the next one to (re)start, if any, is added to `actions`.
     """
@@ -120,6 +124,8 @@ def _init_progress(pod: Pod, state: PodRuntimeState, sandbox_id: str, actions: P
         if container.is_sidecar:
             if not _is_running(latest):
                 actions.start.append(container.name)
+                return False
+            if latest is not None and latest.id in unstarted:
                 return False
             continue
         if _is_running(latest):
@@ -145,12 +151,12 @@ def init_failed(pod: Pod, state: PodRuntimeState) -> bool:
     return False
 
 
-def init_done(pod: Pod, state: PodRuntimeState) -> bool:
+def init_done(pod: Pod, state: PodRuntimeState, unstarted: frozenset[str] | set[str] = frozenset()) -> bool:
     if not pod.init_containers:
         return True
     if not state.sandboxes:
         return False
-    return _init_progress(pod, state, state.sandboxes[0].id, PodActions())
+    return _init_progress(pod, state, state.sandboxes[0].id, PodActions(), unstarted)
 
 
 def is_terminal(pod: Pod, state: PodRuntimeState) -> bool:

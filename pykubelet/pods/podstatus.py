@@ -145,7 +145,8 @@ def pod_status(pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, s
     this agent looked, so True conditions get the runtime's times (sandbox created, containers
     started) instead. `terminal`: the pod's containers were stopped for good (pod_phase).
     `evicted`: (reason, message) of a pod this node failed for good (its active deadline)."""
-    initialized = init_done(pod, state)
+    unstarted = {c.id for c in state.running() if not probes(c.id)[0]}
+    initialized = init_done(pod, state, unstarted)
     # Until initialization is over, containers that have not run yet wait with PodInitializing.
     def reason(name: str) -> tuple[str, str] | None:
         if name in waiting:

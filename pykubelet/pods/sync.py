@@ -59,13 +59,15 @@ class PodSyncer:
         await self.killer.terminate(pod, state, grace)
 
     async def sync(self, pod: Pod, state: PodRuntimeState, unhealthy: dict[str, str] | None = None,
-                   kill_graces: dict[str, int] | None = None) -> SyncResult:
+                   kill_graces: dict[str, int] | None = None,
+                   unstarted: frozenset[str] | set[str] = frozenset()) -> SyncResult:
         """`unhealthy`: container ID -> why its liveness or startup probe gave up (it is restarted);
-        `kill_graces`: container ID -> the grace period of such a kill when its probe sets one."""
+        `kill_graces`: container ID -> the grace period of such a kill when its probe sets one;
+        `unstarted`: running containers whose startup probe has not succeeded yet."""
         result = SyncResult()
         grace = pod.termination_grace_period_seconds
         # 1. What to do, from the spec and the runtime's state alone (pods/actions.py).
-        actions = compute_pod_actions(pod, state, unhealthy)
+        actions = compute_pod_actions(pod, state, unhealthy, unstarted)
         finished = is_terminal(pod, state)
         # 2. Kill the pod when its sandbox is replaced; stop the sandbox of a pod done for good.
         if actions.create_sandbox and state.sandboxes:

@@ -174,7 +174,9 @@ class PodWorker:
         # pod's sandbox or restarting a container takes long enough for a user to notice.
         deps.statuses.set(pod, self._status(pod, state, self._waiting))
         self.syncs += 1
-        result = await deps.syncer.sync(pod, state, deps.probes.unhealthy(self.uid), deps.probes.kill_graces(self.uid))
+        probes = deps.probes
+        result = await deps.syncer.sync(pod, state, probes.unhealthy(self.uid), probes.kill_graces(self.uid),
+                                        probes.unstarted(self.uid))
         self._waiting = result.waiting
         if result.changed:
             self._changed_runtime()

@@ -53,6 +53,10 @@ class ProbeManager:
         """Container ID -> why its liveness or startup probe gave up."""
         return {cid: r.failed for cid, r in self._pods.get(uid, {}).items() if r.failed}
 
+    def unstarted(self, uid: str) -> set[str]:
+        """IDs of the pod's probed containers whose startup probe has not succeeded yet."""
+        return {cid for cid, r in self._pods.get(uid, {}).items() if not r.started}
+
     def kill_graces(self, uid: str) -> dict[str, int]:
         """Container ID -> the grace period its kill gets, for the failed containers whose probe
         sets its own terminationGracePeriodSeconds (it wins over the pod's, as with the kubelet)."""

@@ -184,3 +184,13 @@ def test_an_ephemeral_container_starts_once_in_the_running_pod_and_never_again()
         assert actions.is_noop()  # neither restarted nor killed as "not in the pod spec"
     # A pod whose sandbox is replaced starts its regular containers, not its ephemeral ones.
     assert compute_pod_actions(pod, state([sandbox(ready=False)])).start == ["app"]
+
+
+def test_the_app_waits_for_a_sidecar_until_its_startup_probe_succeeded():
+    pod = parse_pod({"metadata": {"name": "p", "uid": "uid1"}, "spec": {
+        "initContainers": [{"name": "proxy", "image": "busybox:1.36", "restartPolicy": "Always",
+                            "startupProbe": {"exec": {"command": ["ready"]}}}],
+        "containers": [{"name": "app", "image": "busybox:1.36"}]}}, where="test")
+    proxy = container(pod, "proxy", RUNNING, hash=container_hash(pod.init_containers[0]))
+    assert compute_pod_actions(pod, state([sandbox()], [proxy]), unstarted={proxy.id}).start == []
+    assert compute_pod_actions(pod, state([sandbox()], [proxy])).start == ["app"]
