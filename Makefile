@@ -32,13 +32,14 @@ test: setup control-plane ## unit + runtime, cluster and multi-node tests agains
 unit: venv ## only the tests that need no runtime
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-bench: setup ## pod startup (CRI floor vs pykubelet; the real kubelet vs pykubelet on a cluster); agent vs runtime network mode; the kubelet API (exec, logs, stats), density at maxPods and churn vs the real kubelet
+bench: setup ## pod startup (CRI floor vs pykubelet; the real kubelet vs pykubelet on a cluster); agent vs runtime network mode; the kubelet API (exec, logs, stats), density at maxPods and churn vs the real kubelet; kubeadm join vs the real kubelet
 	$(PY) -m tests.bench.startup
 	$(PY) -m tests.bench.cluster_startup
 	$(PY) -m tests.bench.network
 	$(PY) -m tests.bench.kubelet_api
 	$(PY) -m tests.bench.density
 	$(PY) -m tests.bench.churn
+	$(PY) -m tests.bench.kubeadm
 
 soak: setup ## the long versions of the fuzz and fault suites (CI runs a sample of each)
 	HYPOTHESIS_PROFILE=soak PYKUBELET_FUZZ_MANIFESTS=1000 PYKUBELET_OUTAGE_SECONDS=120 PYKUBELET_CHURN_CYCLES=500 \

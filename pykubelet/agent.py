@@ -5,6 +5,9 @@ Build order follows who needs whom: the wake-up path and the runtime cache exist
 everything that wakes pods, and each part gets what it needs when it is made (no callbacks
 patched in later). Stopping the agent (SIGTERM, or any of its loops dying) never stops a pod:
 containers keep running under containerd, and the next agent adopts them from their CRI labels.
+
+A little over 250 lines: this is the one place that knows every part of the agent, and the
+wiring reads best in one file, top to bottom, in the order the parts are made.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from pykubelet.pleg.cache import RuntimeCache
 from pykubelet.pleg.relist import HEALTHY_WITHIN_SECONDS, RelistPLEG
 from pykubelet.pods.admission import Allocatable
 from pykubelet.pods.dispatcher import PodDispatcher
+from pykubelet.pods.history import PodHistory
+from pykubelet.pods.history_records import runtime_cni_chain
 from pykubelet.pods.housekeeping import housekeeping
 from pykubelet.pods.sync import PodSyncer
 from pykubelet.pods.wakeups import Wakeups
@@ -73,6 +78,7 @@ class Parts:
 
     cri: CRIClient
     kube: Any = None  # KubeClient, imported only when joining a cluster
+    rotation: Any = None  # kube.rotation.ClientCertificateRotation, with rotateCertificates
     node_ip: str = ""
     wakeups: Wakeups = field(default_factory=Wakeups)
     cache: RuntimeCache = field(default_factory=RuntimeCache)
@@ -86,6 +92,7 @@ class Parts:
     dispatcher: PodDispatcher | None = None
     static_source: StaticPodSource | None = None
     api_source: Any = None  # sources.apiserver.ApiserverPodSource, when joining a cluster
+    history: PodHistory | None = None  # every pod's steps, for `pykubelet explain` (/debug on healthz)
     health: dict[str, Callable[[], bool]] = field(default_factory=dict)
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)  # run in reverse
 
@@ -111,10 +118,7 @@ class Agent:
         """Phase build: connect, then make every part in dependency order; nothing runs yet."""
         s = self.settings
         if s.cluster.kubeconfig:
-            from pykubelet.kube.client import KubeClient  # costs ~40 MB: only when joining a cluster
-
-            p.kube = await KubeClient.from_kubeconfig(s.cluster.kubeconfig, s.cluster.api_qps, s.cluster.api_burst,
-                                                      user_agent=f"pykubelet/{KUBELET_VERSION}")
+            await self._connect_to_cluster(p)
         runtime = await wait_for_runtime(p.cri)
         log.info("Connected to the container runtime", endpoint=s.runtime.endpoint, runtime=runtime,
                  node=s.node_name, apiserver=p.kube.host if p.kube else "none (standalone)")
@@ -146,9 +150,12 @@ class Agent:
             dns=ClusterDNS(tuple(s.cluster.cluster_dns), s.cluster.cluster_domain, s.cluster.resolv_conf),
             root_dir=s.root_dir, seccomp_root=os.path.join(s.root_dir, "seccomp"), pod_logs_dir=s.pods.pod_logs_dir,
             kubepods=kubepods_under(s.pods.cgroup_root))
-        syncer = PodSyncer(p.cri, ImageManager(p.cri, Backoff()), Backoff(), p.recorder, node_facts, p.api_clients)
+        history = p.history = PodHistory(cni_chain=lambda: runtime_cni_chain(s.network.cni_conf_dir))
+        syncer = PodSyncer(p.cri, ImageManager(p.cri, Backoff()), Backoff(), p.recorder, node_facts, p.api_clients,
+                           history)
         deps = WorkerDeps(cache=p.cache, syncer=syncer, statuses=p.statuses, recorder=p.recorder,
-                          probes=ProbeManager(p.cri, p.recorder, p.wakeups.wake), wakeups=p.wakeups,
+                          probes=ProbeManager(p.cri, p.recorder, p.wakeups.wake, observe=history.probe),
+                          wakeups=p.wakeups,
                           host_ip=p.node_ip, resync_seconds=s.pods.sync_frequency, mirrors=p.mirrors)
         dispatcher = p.dispatcher = PodDispatcher(deps, s.node_name, allocatable,
                                                   SysctlAllowlist.build(s.pods.allowed_unsafe_sysctls))
@@ -168,6 +175,24 @@ class Agent:
 
             p.api_source = ApiserverPodSource(p.kube, s.node_name, on_api_pods)
 
+    async def _connect_to_cluster(self, p: Parts) -> None:
+        """The node's identity (TLS bootstrap if it has none yet), then its apiserver client."""
+        from pykubelet.kube import bootstrap  # costs ~40 MB: only when joining a cluster
+        from pykubelet.kube.client import KubeClient
+
+        s, user_agent = self.settings, f"pykubelet/{KUBELET_VERSION}"
+        try:
+            credentials = await bootstrap.node_credentials(s.cluster, s.node_name, user_agent)
+        except bootstrap.BootstrapError as e:
+            raise LoopDied(str(e)) from None
+        p.kube = await KubeClient.from_kubeconfig(credentials.kubeconfig, s.cluster.api_qps, s.cluster.api_burst,
+                                                  user_agent=user_agent, client_pem=credentials.client_pem)
+        if credentials.rotate:
+            from pykubelet.kube.certstore import CertStore
+            from pykubelet.kube.rotation import ClientCertificateRotation
+
+            p.rotation = ClientCertificateRotation(p.kube, CertStore(s.cluster.cert_dir), s.node_name)
+
     async def _start(self, p: Parts) -> None:
         """Phase start: the kubelet API listens (before the Node registers), then every loop runs."""
         s, tasks = self.settings, self.tasks
@@ -179,6 +204,8 @@ class Agent:
             sources_ready.append(p.static_source.ready)
             tasks.loop("static-pod-source", p.static_source.run())
         tasks.loop("network", p.network.run())
+        if p.rotation is not None:
+            tasks.loop("client-certificate-rotation", p.rotation.run())
         if p.api_clients is not None:
             tasks.loop("service-watch", p.api_clients.services.run())
         if p.node is not None:
@@ -196,8 +223,8 @@ class Agent:
         tasks.loop("housekeeping", housekeeping(p.dispatcher, p.cache, p.pleg.relisted, sources_ready, s.root_dir,
                                                 kubepods_under(s.pods.cgroup_root)))
         if s.server.healthz_port:
-            runner = await local.serve(local.build_app(p.statuses, p.health), s.server.healthz_bind_address,
-                                       s.server.healthz_port)
+            runner = await local.serve(local.build_app(p.statuses, p.health, self._debug(p)),
+                                       s.server.healthz_bind_address, s.server.healthz_port)
             p.closers.append(runner.cleanup)
 
     async def _serve_kubelet_api(self, p: Parts) -> None:
@@ -213,6 +240,26 @@ class Agent:
         except (kubelet_api.BindError, kubelet_api.tls.TLSError) as e:
             raise LoopDied(str(e)) from None
         p.closers.append(server.close)
+
+    def _debug(self, p: Parts) -> local.Debug:
+        """What /debug serves: the pods' step history, and the agent's own state for `pykubelet doctor`."""
+        s, history, pleg, network, node, dispatcher = (self.settings, p.history, p.pleg, p.network, p.node,
+                                                       p.dispatcher)
+        assert history is not None and pleg is not None and network is not None and dispatcher is not None
+        started = time.time()
+
+        def agent() -> dict[str, Any]:
+            loops = {name: {"alive": not task.done(), "error": "" if not task.done() or task.cancelled()
+                            else repr(task.exception())} for name, task in self.tasks.loops.items()}
+            return {"pid": os.getpid(), "started_at": started, "version": KUBELET_VERSION, "node": s.node_name,
+                    "settings": local.settings_json(s), "loops": loops, "last_sync": history.last_sync,
+                    "pods": len(dispatcher.workers),
+                    "pleg": {"last_relist": pleg.last_relist, "healthy": pleg.healthy(),
+                             "threshold_seconds": HEALTHY_WITHIN_SECONDS},
+                    "network": {"mode": s.network.mode, "ready": network.ready.is_set(), "problem": network.problem,
+                                "pod_cidr": network.pod_cidr},
+                    "node_registered": node.registered.is_set() if node is not None else None}
+        return local.Debug(history=history.snapshot, histories=history.pods, agent=agent)
 
     def _node_manager(self, p: Parts, host_info: HostInfo):
         from pykubelet.node.manager import NodeManager
@@ -234,7 +281,8 @@ class Agent:
                            kubelet_version=KUBELET_VERSION, update_seconds=s.cluster.status_update_seconds,
                            report_seconds=s.cluster.status_report_seconds,
                            lease_seconds=s.cluster.lease_duration_seconds, agent_errors=agent_errors,
-                           kubelet_port=s.server.port)
+                           kubelet_port=s.server.port, taints=s.cluster.register_with_taints,
+                           provider_id=s.cluster.provider_id)
 
     async def _stop(self, p: Parts) -> None:
         """Phase stop: the loops, the workers (never their pods), then every connection."""

@@ -1,4 +1,5 @@
-"""The `pykubelet` command: the agent by default; `pods`, `cri` and `leaks` to look at a node."""
+"""The `pykubelet` command: the agent by default; `pods`, `cri` and `leaks` to look at a node;
+`explain pod` and `doctor` to ask it what is wrong."""
 
 from __future__ import annotations
 
@@ -38,6 +39,14 @@ def main(argv: list[str] | None = None) -> int:
         from pykubelet.tools import inspect
 
         return inspect.main(argv)
+    if argv and argv[0] == "explain":
+        from pykubelet.diagnose import explain
+
+        return explain.main(argv[1:])
+    if argv and argv[0] == "doctor":
+        from pykubelet.diagnose import doctor
+
+        return doctor.main(argv[1:])
     if argv and argv[0] == "leaks":
         from pykubelet.tools import leaks
 

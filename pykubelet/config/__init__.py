@@ -2,7 +2,8 @@
 
 Precedence is the kubelet's: built-in defaults < the --config file < command-line flags.
 Invalid values raise ConfigError naming the flag or the file and field (the CLI exits 2).
-Kubelet flags and fields that pykubelet does not implement yet are accepted with a warning.
+Every setting of the real kubelet is accepted: the ones pykubelet does not act on are checked and
+warned about when their value asks for something pykubelet does not do (config/ignored.py).
 Every setting is one row of `options.OPTIONS`; the parser and the loader below are built from it.
 """
 
@@ -13,14 +14,15 @@ import os
 import socket
 from typing import Any
 
-import yaml
 
+from pykubelet import KUBELET_VERSION
 from pykubelet.config import values
 from pykubelet.config.options import OPTIONS, OPTIONS_BY_FIELD, UNIMPLEMENTED_FIELDS, UNIMPLEMENTED_FLAGS, Option
 from pykubelet.config.settings import (NETWORK_MODES, STANDALONE_POD_CIDR, AuthnSettings, AuthzSettings,
                                        ClusterSettings, NetworkSettings, PodSettings, RuntimeSettings,
                                        ServerSettings, Settings)
 from pykubelet.util.log import get_logger
+from pykubelet.util.yamlfile import read_yaml
 
 __all__ = [
     "AuthnSettings", "AuthzSettings",
@@ -63,15 +65,25 @@ def _fields(doc: dict[str, Any], prefix: str = "") -> Any:
             yield name, value
 
 
-def load_config_file(path: str, settings: Settings) -> None:
-    """Apply a KubeletConfiguration YAML/JSON file onto settings."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = yaml.safe_load(f)
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read the kubelet config file: {e.strerror}") from e
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from e
+def _warn_ignored(option: Option, value: Any, where: dict[str, str], warned: set[str]) -> None:
+    """Once per setting: the value asks for something pykubelet does not do."""
+    name = option.field or option.flag
+    if name in warned or not option.asks_for_more(value):
+        return
+    warned.add(name)
+    log.warning("Kubelet setting not implemented by pykubelet; ignored", **where, value=_shown(value),
+                **({"why": option.note} if option.note else {}))
+
+
+def _shown(value: Any) -> str:
+    return str(value) if not isinstance(value, float) else f"{value:g}s"
+
+
+def load_config_file(path: str, settings: Settings, warned: set[str] | None = None) -> None:
+    """Apply a KubeletConfiguration YAML/JSON file onto settings. `warned` collects the settings
+    already warned about, so a setting in several files (or a file and a flag) is named once."""
+    warned = set() if warned is None else warned
+    doc = read_yaml(path, "kubelet config file", ConfigError)
     if not isinstance(doc, dict):
         raise ConfigError(f"{path}: must be a {CONFIG_KIND} object")
     if doc.get("apiVersion") != CONFIG_API_VERSION or doc.get("kind") != CONFIG_KIND:
@@ -79,40 +91,75 @@ def load_config_file(path: str, settings: Settings) -> None:
             f"{path}: field apiVersion/kind: must be {CONFIG_API_VERSION}/{CONFIG_KIND}, "
             f"got {doc.get('apiVersion')!r}/{doc.get('kind')!r}")
     base = os.path.dirname(os.path.abspath(path))
+    given: set[str] = set()
     for key, value in _fields(doc):
         if key in ("apiVersion", "kind"):
             continue
         option = OPTIONS_BY_FIELD.get(key)
-        if option is not None:
-            try:
-                parsed = option.parse(value)
-            except ValueError as e:
-                raise ConfigError(f"{path}: field {key}: {e}") from e
-            if option.file_relative and parsed and not os.path.isabs(parsed):
-                parsed = os.path.join(base, parsed)
-            _assign(settings, option, parsed)
-        elif key in UNIMPLEMENTED_FIELDS:
-            log.warning("Kubelet config field not implemented by pykubelet yet; ignored", file=path, field=key)
-        else:
+        if option is None:
             log.warning("Unknown kubelet config field; ignored", file=path, field=key)
+            continue
+        if option.zero_is_default and values.is_zero(value):
+            continue  # the kubelet's defaulting: a zero value is the default
+        try:
+            parsed = option.parse(value)
+        except ValueError as e:
+            raise ConfigError(f"{path}: field {key}: {e}") from e
+        if not option.implemented:
+            _warn_ignored(option, parsed, {"file": path, "field": key}, warned)
+            continue
+        if option.file_relative and parsed and not os.path.isabs(parsed):
+            parsed = os.path.join(base, parsed)
+        _assign(settings, option, parsed)
+        given.add(key)
+    if "nodeStatusUpdateFrequency" in given and "nodeStatusReportFrequency" not in given:
+        # The kubelet reports at least as often as it computes, when only the latter is set.
+        settings.cluster.status_report_seconds = settings.cluster.status_update_seconds
+
+
+class _VersionAction(argparse.Action):
+    """--version as the kubelet's: `Kubernetes vX.Y.Z...` on stdout, exit 0 (kubeadm parses it)."""
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        if value in (None, "true", "raw"):
+            print(f"Kubernetes {KUBELET_VERSION}")
+            parser.exit(0)
+        if value != "false":
+            parser.error(f"--version: must be true, false or raw, got {value!r}")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    ignored = sorted(f"--{o.flag}" for o in OPTIONS if o.flag and not o.implemented)
     p = argparse.ArgumentParser(
-        prog="pykubelet",
+        prog="pykubelet", allow_abbrev=False,  # a kubelet flag is spelled out; a prefix is not a flag
         description="A small kubelet-like node agent. Without --kubeconfig it runs standalone: "
                     "static Pods from --pod-manifest-path only.",
+        epilog="Also accepted, as the kubelet's, and ignored with a warning when they ask for something "
+               "pykubelet does not do: " + " ".join(ignored),
     )
+    p.add_argument("--version", action=_VersionAction, nargs="?", help="print the version and exit")
     p.add_argument("--config", help="path to a KubeletConfiguration file")
+    p.add_argument("--config-dir", help="directory of drop-in KubeletConfiguration files (*.conf, in name order) "
+                                        "that override --config")
     for option in OPTIONS:
-        if option.flag:
-            # Values stay text here: settings_from_args parses them so errors name the flag.
+        if not option.flag:
+            continue
+        kwargs: dict[str, Any] = {}
+        if option.parse is values.boolean:
             # Boolean flags may be given bare (--anonymous-auth), as Go's flag package allows.
-            bare = {"nargs": "?", "const": "true"} if option.parse is values.boolean else {}
-            p.add_argument(f"--{option.flag}", *option.aliases, dest=option.dest, help=option.help or None, **bare)
-    for name in UNIMPLEMENTED_FLAGS:
-        p.add_argument(f"--{name}", nargs="?", const="true", help=argparse.SUPPRESS)
+            kwargs.update(nargs="?", const="true")
+        if option.repeatable:
+            kwargs["action"] = "append"
+        # Values stay text here: settings_from_args parses them so errors name the flag.
+        p.add_argument(f"--{option.flag}", *option.aliases, dest=option.dest,
+                       help=_help(option), **kwargs)
     return p
+
+
+def _help(option: Option) -> str | None:
+    if not option.implemented:
+        return argparse.SUPPRESS
+    return option.help.replace("%", "%%") or None  # argparse formats help with %
 
 
 def _flag_value(option: Option, text: str) -> Any:
@@ -123,24 +170,58 @@ def _flag_value(option: Option, text: str) -> Any:
     return option.parse(raw)
 
 
+def _combined(option: Option, given: Any) -> Any:
+    """The flag's value: the last one given, or for a list or map flag all of them (pflag's way)."""
+    if not option.repeatable:
+        return _flag_value(option, given)
+    parsed = [_flag_value(option, text) for text in given]
+    if all(isinstance(p, dict) for p in parsed):
+        return {k: v for p in parsed for k, v in p.items()}
+    return [item for p in parsed for item in p]
+
+
+def _drop_ins(directory: str) -> list[str]:
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.endswith(".conf"))
+    except OSError as e:
+        raise ConfigError(f"{directory}: cannot read the kubelet config drop-in directory: {e.strerror}") from e
+    return [os.path.join(directory, n) for n in names]
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
     settings = Settings()
-    if args.config:
-        load_config_file(args.config, settings)
+    warned: set[str] = set()
+    for path in ([args.config] if args.config else []) + (_drop_ins(args.config_dir) if args.config_dir else []):
+        load_config_file(path, settings, warned)
     for option in OPTIONS:
-        text = getattr(args, option.dest, None) if option.flag else None
-        if text is None:
+        given = getattr(args, option.dest, None) if option.flag else None
+        if given is None:
             continue
         try:
-            _assign(settings, option, _flag_value(option, text))
+            value = _combined(option, given)
         except ValueError as e:
             raise ConfigError(f"flag --{option.flag}: {e}") from e
-    for name in UNIMPLEMENTED_FLAGS:
-        if getattr(args, name.replace("-", "_")) is not None:
-            log.warning("Kubelet flag not implemented by pykubelet yet; ignored", flag=f"--{name}")
+        if option.implemented:
+            _assign(settings, option, value)
+        else:
+            _warn_ignored(option, value, {"flag": f"--{option.flag}"}, warned)
+    return _finish(settings)
+
+
+def _finish(settings: Settings) -> Settings:
+    """What follows from the settings as given: the node's name, absolute paths, the cert dir."""
     settings.node_name = (settings.node_name.strip() or socket.gethostname()).lower()
     if settings.pods.static_pod_path:
         settings.pods.static_pod_path = os.path.abspath(settings.pods.static_pod_path)
-    if settings.cluster.kubeconfig:
-        settings.cluster.kubeconfig = os.path.abspath(settings.cluster.kubeconfig)
+    cluster = settings.cluster
+    for attr in ("kubeconfig", "bootstrap_kubeconfig", "cert_dir"):
+        if getattr(cluster, attr):
+            setattr(cluster, attr, os.path.abspath(getattr(cluster, attr)))
+    if cluster.bootstrap_kubeconfig and not cluster.kubeconfig:
+        raise ConfigError("flag --bootstrap-kubeconfig: needs --kubeconfig, where the node's kubeconfig is written "
+                          "after TLS bootstrap")
+    cluster.cert_dir = cluster.cert_dir or os.path.join(os.path.abspath(settings.root_dir), "pki")
+    if settings.runtime.cgroup_driver == "systemd":
+        log.warning("cgroupDriver systemd is not supported by pykubelet yet: pod cgroups get cgroupfs parents, "
+                    "so the runtime must use cgroupfs too (containerd: SystemdCgroup = false)")
     return settings

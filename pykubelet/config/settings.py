@@ -23,6 +23,9 @@ class RuntimeSettings:
     """imageServiceEndpoint; empty means the runtime endpoint."""
     request_timeout: float = 120.0
     """runtimeRequestTimeout, seconds (default 2m): the deadline of slow CRI calls such as PullImage."""
+    cgroup_driver: str = "cgroupfs"
+    """cgroupDriver / --cgroup-driver: pykubelet gives pods cgroupfs cgroup parents; "systemd" (kubeadm's
+    default) is accepted with a warning, and works only while the runtime uses cgroupfs too."""
 
 
 @dataclass
@@ -111,6 +114,19 @@ class ClusterSettings:
 
     kubeconfig: str = ""
     """--kubeconfig: credentials for the apiserver; empty: standalone."""
+    bootstrap_kubeconfig: str = ""
+    """--bootstrap-kubeconfig: (bootstrap token) credentials to get a client certificate with when
+    --kubeconfig is missing or its certificate is unusable; it then writes --kubeconfig (TLS bootstrap)."""
+    cert_dir: str = ""
+    """--cert-dir: where kubelet-client-<time>.pem and the kubelet-client-current.pem link live;
+    empty: <root-dir>/pki."""
+    rotate_certificates: bool = False
+    """rotateCertificates / --rotate-certificates: renew the client certificate at a random point of
+    70-90% of its lifetime, with the node's own credentials."""
+    register_with_taints: list[dict[str, str]] = field(default_factory=list)
+    """registerWithTaints / --register-with-taints: the Node's taints when the agent creates it."""
+    provider_id: str = ""
+    """providerID / --provider-id: the Node's spec.providerID when the agent creates it."""
     node_ip: str = ""
     """--node-ip: the node's InternalIP; empty: the address of the default route's interface."""
     node_labels: dict[str, str] = field(default_factory=dict)

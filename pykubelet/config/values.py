@@ -62,9 +62,19 @@ def boolean(value: Any) -> bool:
 
 
 def thresholds(value: Any) -> dict[str, Threshold]:
+    """evictionHard: a map of signal to threshold, or the flag's signal<threshold,signal2<threshold2."""
+    if isinstance(value, str):
+        value = dict(_signal_threshold(item) for item in value.split(",") if item.strip())
     if not isinstance(value, dict):
         raise ValueError(f"must be a map of signal to threshold, got {value!r}")
     return parse_thresholds(value)
+
+
+def _signal_threshold(item: str) -> tuple[str, str]:
+    signal, sep, threshold = item.partition("<")
+    if not sep or not signal.strip() or not threshold.strip():
+        raise ValueError(f"invalid threshold {item.strip()!r}: want signal<quantity, e.g. memory.available<100Mi")
+    return signal.strip(), threshold.strip()
 
 
 def labels(value: Any) -> dict[str, str]:
@@ -165,3 +175,55 @@ def authorization_mode(value: Any) -> str:
     if not isinstance(value, str) or value not in AUTHORIZATION_MODES:
         raise ValueError(f"must be one of {', '.join(AUTHORIZATION_MODES)}, got {value!r}")
     return value
+
+
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def _taint(key: Any, value: Any, effect: Any) -> dict[str, str]:
+    if not isinstance(key, str) or not key or any(c in key for c in " ,:="):
+        raise ValueError(f"invalid taint key {key!r}")
+    if effect not in TAINT_EFFECTS:
+        raise ValueError(f"taint {key!r}: effect must be one of {', '.join(TAINT_EFFECTS)}, got {effect!r}")
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"taint {key!r}: value must be a string, got {value!r}")
+    return {"key": key, **({"value": value} if value else {}), "effect": effect}
+
+
+def taints(value: Any) -> list[dict[str, str]]:
+    """registerWithTaints: a YAML list of {key, value, effect}, or the flag's key=value:Effect,key2:Effect."""
+    if isinstance(value, str):
+        out = []
+        for item in filter(None, (i.strip() for i in value.split(","))):
+            spec, sep, effect = item.rpartition(":")
+            if not sep:
+                raise ValueError(f"invalid taint {item!r}: want key=value:Effect or key:Effect")
+            key, _, val = spec.partition("=")
+            out.append(_taint(key, val, effect))
+        return out
+    if not isinstance(value, list) or not all(isinstance(t, dict) for t in value):
+        raise ValueError(f"must be a list of taints ({{key, value, effect}}), got {value!r}")
+    return [_taint(t.get("key"), t.get("value"), t.get("effect")) for t in value]
+
+
+CGROUP_DRIVERS = ("cgroupfs", "systemd")
+
+
+def cgroup_driver(value: Any) -> str:
+    if value not in CGROUP_DRIVERS:
+        raise ValueError(f"must be one of {', '.join(CGROUP_DRIVERS)}, got {value!r}")
+    return value
+
+
+def is_zero(value: Any) -> bool:
+    """The zero value of a Go field: the kubelet's defaulting replaces it with the default."""
+    if isinstance(value, bool):
+        return False
+    if value == 0 or value == "" or value == {} or value == []:
+        return True
+    if isinstance(value, str):
+        try:
+            return parse_duration(value) == 0
+        except ValueError:
+            return False
+    return False

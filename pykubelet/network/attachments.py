@@ -41,6 +41,13 @@ class AttachmentRecords:
         except FileNotFoundError:
             pass
 
+    def written(self, container_id: str) -> float:
+        """When the record was written (0 when there is none)."""
+        try:
+            return os.stat(self._path(container_id)).st_mtime
+        except FileNotFoundError:
+            return 0.0
+
     def ids(self) -> set[str]:
         try:
             names = os.listdir(self.directory)

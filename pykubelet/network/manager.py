@@ -38,6 +38,11 @@ if TYPE_CHECKING:  # the client costs ~40 MB: imported only when joining a clust
 
 log = get_logger(__name__)
 
+LEAK_SWEEP_SECONDS = 10.0
+# A sandbox whose ADD has finished is listed by the runtime once RunPodSandbox returns (it only
+# has to start the pause container); what is written more recently is never taken for a leak.
+ADD_SETTLE_SECONDS = 30.0
+
 
 class NetworkManager:
     def __init__(self, settings: NetworkSettings, cri: CRIClient, root_dir: str, node_name: str,
@@ -135,15 +140,18 @@ class NetworkManager:
                                     ipam_dir=os.path.join(self.state_dir, "ipam"))
         if self.settings.mode == "agent":
             if self._shim_server is None:
-                self._shim_server = await self._start_agent_mode(pod_network)
+                attachments = await self._agent_pod_network(pod_network)
+                self._shim_server = await ShimServer(self.settings.socket, attachments.handle).start()
                 tasks.create_task(self._shim_server.serve_forever(), name="cni-shim-server")
+                tasks.create_task(self._sweep_leaks(attachments), name="pod-network-leak-sweep")
             # Only now containerd learns of the shim: it reports NetworkReady once we can answer.
             assets.write_conflist(self.settings.cni_conf_dir,
                                   assets.render("containerd-agent-mode.conflist", socket=self.settings.socket))
         elif self.settings.write_runtime_config:
             assets.write_conflist(self.settings.cni_conf_dir, pod_network)
 
-    async def _start_agent_mode(self, pod_network: dict[str, Any]) -> asyncio.AbstractServer:
+    async def _agent_pod_network(self, pod_network: dict[str, Any]) -> AgentPodNetwork:
+        """The shim installed and what pods that are gone left released, before the shim is served."""
         network = parse_conflist(pod_network, source="cni/pod-network.conflist")
         cni = CNI(self.settings.cni_bin_dirs, plugin_netns=netns_path(self.settings.host_netns) or None)
         attachments = AgentPodNetwork(cni, network, AttachmentRecords(os.path.join(self.state_dir, "attachments")),
@@ -152,7 +160,25 @@ class NetworkManager:
         log.info("CNI shim installed", dirs=",".join(installed))
         live = {s.id for s in await self.cri.list_pod_sandbox()}
         await attachments.release_leaks(live)
-        return await ShimServer(self.settings.socket, attachments.handle).start()
+        await attachments.collect_garbage(live)
+        return attachments
+
+    async def _sweep_leaks(self, attachments: AgentPodNetwork) -> None:
+        """Release, while running, what sandboxes the runtime no longer has still hold.
+
+        The release at start catches what happened while no agent ran; this catches what
+        happens while one does: a DEL that came while the agent was restarting (the shim
+        answers it without us, so a pod can always be removed), or a runtime killed between
+        our ADD and storing its sandbox, which then never sends a DEL at all.
+        """
+        while True:
+            await asyncio.sleep(LEAK_SWEEP_SECONDS)
+            try:
+                live = {s.id for s in await self.cri.list_pod_sandbox()}
+            except cri_errors.CRIError as e:
+                log.debug("Runtime not answering; leak sweep skipped", err=str(e))
+                continue
+            await attachments.release_leaks(live, quiet_seconds=ADD_SETTLE_SECONDS)
 
     async def _sync_host_network(self) -> None:
         routes, cidrs = routes_to_other_nodes(self.node_name, self._own_node, self._nodes.values())

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import os
+import time
 from collections import defaultdict
 from typing import Any
 
@@ -90,6 +91,10 @@ class AgentPodNetwork:
 
     def ip_owners(self) -> dict[str, str]:
         """host-local's reservations: IP -> container ID."""
+        return {ip: owner for ip, (owner, _) in self._reservations().items()}
+
+    def _reservations(self) -> dict[str, tuple[str, float]]:
+        """host-local's reservations: IP -> (container ID, when it was written)."""
         owners = {}
         directory = os.path.join(self.ipam_dir, self.network.name)
         try:
@@ -99,36 +104,65 @@ class AgentPodNetwork:
         for name in names:
             try:
                 ipaddress.ip_address(name)
-                with open(os.path.join(directory, name), encoding="utf-8") as f:
-                    owners[name] = f.read().split()[0].strip()
+                path = os.path.join(directory, name)
+                with open(path, encoding="utf-8") as f:
+                    owners[name] = (f.read().split()[0].strip(), os.stat(path).st_mtime)
             except (ValueError, OSError, IndexError):
                 continue
         return owners
 
-    async def release_leaks(self, live_sandboxes: set[str]) -> list[str]:
-        """DEL every attachment whose sandbox no longer exists (an agent that died mid ADD/DEL,
-        or a pod removed while the agent was down); returns their container IDs."""
-        gone = (self.records.ids() | set(self.ip_owners().values())) - live_sandboxes
+    def _last_written(self) -> dict[str, float]:
+        """Every sandbox the network holds something for -> when its newest record or reservation was written."""
+        written: dict[str, float] = {}
+        for owner, mtime in self._reservations().values():
+            written[owner] = max(mtime, written.get(owner, 0.0))
+        for container_id in self.records.ids():
+            written[container_id] = max(self.records.written(container_id), written.get(container_id, 0.0))
+        return written
+
+    async def release_leaks(self, live_sandboxes: set[str], quiet_seconds: float = 0.0) -> list[str]:
+        """DEL every attachment whose sandbox no longer exists; returns their container IDs.
+
+        Leftovers come from an agent that died mid ADD/DEL (containerd's DEL then reached no one),
+        a pod removed while the agent was down, or a runtime that died between our ADD and storing
+        its sandbox. `quiet_seconds` spares what was written more recently than that: a sandbox
+        whose ADD just finished is not listed by the runtime until RunPodSandbox returns.
+        Attachments with an ADD/DEL under way are never touched.
+        """
+        now = time.time()
+        gone = {cid for cid, written in self._last_written().items()
+                if cid not in live_sandboxes and cid not in self._locks and now - written >= quiet_seconds}
         for container_id in sorted(gone):
-            record = self.records.load(container_id) or {}
-            att = Attachment(container_id=container_id, netns="", ifname=record.get("ifname", "eth0"),
-                             args=tuple((record.get("args") or {}).items()),
-                             capability_args=record.get("capability_args") or {})
-            try:
-                await self.delete(att)
-            except CNIError as e:
-                log.warning("Could not release a leftover pod network attachment", container=container_id[:13],
-                            err=str(e))
+            async with self._locks[container_id]:
+                await self._release(container_id)
+            self._locks.pop(container_id, None)
         if gone:
             log.info("Released the network of pods that are gone", count=len(gone))
-        # Plugins that speak CNI 1.1 also get a GC naming what must stay (a no-op for older ones).
+        return sorted(gone)
+
+    async def collect_garbage(self, live_sandboxes: set[str]) -> None:
+        """A CNI 1.1 GC naming the attachments that stay (a no-op for plugins that predate GC).
+
+        Only while no ADD can be under way (before the shim's socket is served): GC removes
+        whatever it is not told about, and a sandbox whose ADD is running is not listed yet.
+        """
         valid = [Attachment(container_id=cid, netns="", ifname=(self.records.load(cid) or {}).get("ifname", "eth0"))
                  for cid in sorted(self.records.ids() & live_sandboxes)]
         try:
             await self.cni.gc(self.network, valid)
         except CNIError as e:
             log.warning("CNI GC failed", err=str(e))
-        return sorted(gone)
+
+    async def _release(self, container_id: str) -> None:
+        record = self.records.load(container_id) or {}
+        att = Attachment(container_id=container_id, netns="", ifname=record.get("ifname", "eth0"),
+                         args=tuple((record.get("args") or {}).items()),
+                         capability_args=record.get("capability_args") or {})
+        try:
+            await self.delete(att)
+        except CNIError as e:
+            log.warning("Could not release a leftover pod network attachment", container=container_id[:13],
+                        err=str(e))
 
 
 async def verify_attachment(att: Attachment, result: Result) -> None:

@@ -34,7 +34,8 @@ class NodeManager:
                  host_info: HostInfo, node_ip: str, labels: dict[str, str], max_pods: int,
                  thresholds: dict[str, Threshold], root_dir: str, imagefs_dir: str, kubelet_version: str,
                  update_seconds: float, report_seconds: float, lease_seconds: int,
-                 agent_errors: Callable[[], list[str]], kubelet_port: int = node_status.KUBELET_PORT):
+                 agent_errors: Callable[[], list[str]], kubelet_port: int = node_status.KUBELET_PORT,
+                 taints: list[dict[str, str]] | None = None, provider_id: str = ""):
         self.kube = kube
         self.cri = cri
         self.recorder = recorder
@@ -52,6 +53,8 @@ class NodeManager:
         self.lease_seconds = lease_seconds
         self.agent_errors = agent_errors
         self.kubelet_port = kubelet_port
+        self.taints = taints or []  # registerWithTaints: set when the Node is created, never reconciled
+        self.provider_id = provider_id
         self.node_uid = ""
         self.pod_cidrs: list[str] = []
         self.registered = asyncio.Event()
@@ -77,7 +80,8 @@ class NodeManager:
                 "labels": node_status.node_labels(self.node_name, self.host_info.architecture, self.labels),
                 "annotations": {"volumes.kubernetes.io/controller-managed-attach-detach": "true"},
             },
-            "spec": {},
+            "spec": {**({"taints": self.taints} if self.taints else {}),
+                     **({"providerID": self.provider_id} if self.provider_id else {})},
         }
 
     async def _register(self) -> None:

@@ -17,6 +17,7 @@ from pykubelet.cri import errors
 from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.kube.events import NORMAL, WARNING, EventRecorder, pod_ref
 from pykubelet.kube.objects import NotSynced, ObjectNotFound
+from pykubelet.pods.history import PodHistory
 from pykubelet.probes.hooks import run_hook
 from pykubelet.runtime import podfiles, security, specs
 from pykubelet.runtime.env import ContainerConfigError, EnvSources
@@ -79,8 +80,10 @@ StopContainer = Callable[..., Awaitable[None]]
 
 class ContainerStarter:
     def __init__(self, cri: Runtime, images: ImageManager, restart_backoff: Backoff, recorder: EventRecorder,
-                 node: specs.NodeFacts, api: api_volumes.ApiClients | None, stop_container: StopContainer):
+                 node: specs.NodeFacts, api: api_volumes.ApiClients | None, stop_container: StopContainer,
+                 history: PodHistory):
         self.cri = cri
+        self.history = history
         self.images = images
         self.restart_backoff = restart_backoff
         self.recorder = recorder
@@ -125,7 +128,9 @@ class ContainerStarter:
                 delay = self.restart_backoff.delay(key)
                 result.waiting[name] = (CRASH_LOOP_BACK_OFF, f"back-off {format_duration(delay)} restarting failed "
                                                              f"container={name} pod={pod.name}_{pod.namespace}({pod.uid})")
-                result.retry_after(self.restart_backoff.remaining(key, latest.finished_at))
+                remaining = self.restart_backoff.remaining(key, latest.finished_at)
+                result.retry_after(remaining)
+                self.history.restart_backoff(pod, name, delay, remaining, latest.exit_code)
                 self._event(pod, name, WARNING, "BackOff", f"Back-off restarting failed container {name} in pod "
                                                            f"{pod.name}_{pod.namespace}({pod.uid})")
                 return False
@@ -135,10 +140,11 @@ class ContainerStarter:
                 self.restart_backoff.next(_restart_key(pod, container), latest.finished_at)
 
         restart_count = latest.restart_count + 1 if latest else _count_from_logs(sandbox_config.log_directory, name)
+        pulled: list[tuple[float, int]] = []
         try:
             image_ref = await self.images.ensure(container, sandbox_config, pod.full_name,
                                                  lambda kind, reason, message: self._event(pod, name, kind, reason,
-                                                                                           message))
+                                                                                           message), pulled.append)
         except ImageError as e:
             self._event(pod, name, WARNING, "Failed", f"Error: {e.reason}")
             result.waiting[name] = (e.reason, e.message)
@@ -146,7 +152,9 @@ class ContainerStarter:
             # kubelet's does; during the back-off, when it ends.
             pending = self.images.backoff.remaining_since_update(container.image)
             result.retry_after(pending if e.reason == IMAGE_PULL_BACKOFF else min(pending, 1.0) or 1.0)
+            self.history.image_failed(pod, name, container.image, e.reason, e.message, pending)
             return False
+        self.history.image_ready(pod, name, container.image, pulled[0] if pulled else None)
         os.makedirs(os.path.join(sandbox_config.log_directory, name), mode=0o755, exist_ok=True)
         try:
             volumes = await asyncio.to_thread(local_volumes.setup_volumes, self.node.root_dir, pod)
@@ -166,8 +174,11 @@ class ContainerStarter:
             log.error("Container configuration is invalid", pod=pod.full_name, container=name, err=str(e))
             self._event(pod, name, WARNING, "Failed", f"Error: {e}")
             result.waiting[name] = (CREATE_CONTAINER_CONFIG_ERROR, str(e))
-            result.retry_after(self.restart_backoff.delay(_restart_key(pod, container)) or 10.0)
+            retry = self.restart_backoff.delay(_restart_key(pod, container)) or 10.0
+            result.retry_after(retry)
+            self.history.container_failed(pod, name, CREATE_CONTAINER_CONFIG_ERROR, str(e), retry)
             return False
+        began = asyncio.get_running_loop().time()
         try:
             container_id = await self.cri.create_container(sandbox_id, config, sandbox_config)
         except errors.CRIError as e:
@@ -175,7 +186,9 @@ class ContainerStarter:
             self._event(pod, name, WARNING, "Failed", f"Error: {e.details}")
             result.waiting[name] = (CREATE_CONTAINER_ERROR, e.details)
             count_restart()
-            result.retry_after(self.restart_backoff.delay(_restart_key(pod, container)) or 1.0)
+            retry = self.restart_backoff.delay(_restart_key(pod, container)) or 1.0
+            result.retry_after(retry)
+            self.history.container_failed(pod, name, CREATE_CONTAINER_ERROR, e.details, retry)
             return False
         self._event(pod, name, NORMAL, "Created", f"Created container: {name}")
         try:
@@ -192,8 +205,11 @@ class ContainerStarter:
             self._event(pod, name, WARNING, "Failed", f"Error: {e.details}")
             result.waiting[name] = (RUN_CONTAINER_ERROR, e.details)
             count_restart()
+            self.history.container_failed(pod, name, RUN_CONTAINER_ERROR, e.details, None)
             return True
         count_restart()
+        self.history.container_started(pod, name, container_id, restart_count,
+                                       asyncio.get_running_loop().time() - began)
         self._event(pod, name, NORMAL, "Started", f"Started container {name}")
         log.info("Started container", pod=pod.full_name, container=name, id=container_id[:13],
                  restartCount=restart_count)
@@ -209,6 +225,7 @@ class ContainerStarter:
                 await self.stop_container(pod, name, container_id, "FailedPostStartHook",
                                           pod.termination_grace_period_seconds, pod_ip, "FailedPostStartHook")
                 result.waiting[name] = (POST_START_HOOK_ERROR, message)
+                self.history.container_failed(pod, name, POST_START_HOOK_ERROR, message, None)
         return True
 
     def _pod_file_mounts(self, pod: Pod, container: Container, pod_ip: str) -> list[api.Mount]:

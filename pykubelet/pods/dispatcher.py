@@ -78,6 +78,7 @@ class PodDispatcher:
         if worker is not None and worker.terminating or worker is None and uid in self._deleted:
             return
         log.info(f"{why}; terminating", pod=pod.full_name, uid=uid)
+        self.deps.history.terminating(pod, why, grace)
         if worker is None:
             if uid in self._terminated_at or pod.api_phase in TERMINAL_PHASES and uid not in self.desired:
                 # Nothing of it runs here; only the apiserver still has to forget it.
@@ -98,6 +99,7 @@ class PodDispatcher:
                 message = f"Fields not supported by pykubelet yet, ignored: {', '.join(ignored)}"
                 log.warning("Pod uses fields pykubelet ignores", pod=pod.full_name, fields=",".join(ignored))
                 self.deps.recorder.record(pod_ref(pod.namespace, pod.name, pod.uid), "Warning", "UnsupportedFields", message)
+            self.deps.history.admitted(pod, ignored)
             return True
         message = f"Pod was rejected: {rejection.message}"
         log.warning("Pod rejected at admission", pod=pod.full_name, reason=rejection.reason, message=message)
@@ -105,6 +107,7 @@ class PodDispatcher:
         self.statuses.set(pod, {"phase": "Failed", "reason": rejection.reason, "message": message,
                                 "containerStatuses": []})
         self.deps.recorder.record(pod_ref(pod.namespace, pod.name, pod.uid), "Warning", rejection.reason, message)
+        self.deps.history.rejected(pod, rejection.reason, message)
         return False
 
     def housekeeping(self, runtime_uids: Iterable[str], listed: int) -> None:

@@ -14,6 +14,7 @@ import shutil
 
 from pykubelet.api.pod import Pod
 from pykubelet.kube.events import NORMAL, WARNING, EventRecorder, pod_ref
+from pykubelet.pods.history import PodHistory
 from pykubelet.probes.hooks import run_hook
 from pykubelet.runtime import cgroups, gc, paths, specs
 from pykubelet.runtime.service import Runtime
@@ -43,8 +44,9 @@ def _recorded_hook(annotation: str) -> dict | None:
 
 class PodKiller:
     def __init__(self, cri: Runtime, recorder: EventRecorder, node: specs.NodeFacts,
-                 api_volumes: api_volumes.ApiVolumes, backoffs: tuple[Backoff, ...]):
+                 api_volumes: api_volumes.ApiVolumes, backoffs: tuple[Backoff, ...], history: PodHistory):
         self.cri = cri
+        self.history = history
         self.recorder = recorder
         self.node = node
         self.api_volumes = api_volumes
@@ -76,22 +78,31 @@ class PodKiller:
             spec = {"name": name}
             pre_stop = _recorded_hook(recorded.pre_stop) if recorded is not None else None
             pod_desc = f"{state.name}_{state.namespace}({state.uid})" if state is not None else ""
+        loop = asyncio.get_running_loop()
+        began, pre_stop_outcome, full_grace = loop.time(), "", grace
         if pre_stop and grace > 0:
-            loop = asyncio.get_running_loop()
-            began = loop.time()
             try:
                 failure = await asyncio.wait_for(
                     run_hook(self.cri, pre_stop, spec, container_id, pod_ip, pod_desc, grace), grace)
             except asyncio.TimeoutError:
-                failure = ""
+                failure, pre_stop_outcome = "", f"did not finish within {grace}s"
                 log.info("PreStop hook not completed in grace period", pod=pod_desc, container=name,
                          gracePeriod=grace)
             if failure:
                 log.error("PreStop hook failed", pod=pod_desc, container=name, err=failure)
                 if pod is not None:
                     self._event(pod, name, WARNING, "FailedPreStopHook", failure)
+            pre_stop_outcome = pre_stop_outcome or (f"failed: {failure}" if failure else
+                                                    f"ran in {loop.time() - began:.1f}s")
             grace = max(MIN_GRACE_AFTER_PRE_STOP, grace - int(loop.time() - began))
+        stop_began = loop.time()
         await self.cri.stop_container(container_id, grace)
+        uid, namespace, pod_name = (pod.uid, pod.namespace, pod.name) if pod is not None else (
+            (state.uid, state.namespace, state.name) if state is not None else ("", "", ""))
+        if uid:
+            # The runtime sends SIGKILL when the grace period ends: a stop that lasted that long was one.
+            self.history.stopped(uid, namespace, pod_name, name, why, full_grace, pre_stop_outcome,
+                                 loop.time() - began, grace <= 0 or loop.time() - stop_began >= grace)
 
     async def stop_sandboxes(self, state: PodRuntimeState, only_ready: bool = True) -> None:
         await asyncio.gather(*(self.cri.stop_pod_sandbox(s.id) for s in state.sandboxes
@@ -157,3 +168,4 @@ class PodKiller:
         for backoff in self.backoffs:
             backoff.forget(uid)
         log.info("Pod terminated and cleaned up", pod=f"{namespace}/{name}", uid=uid)
+        self.history.terminated(uid, namespace, name)

@@ -15,6 +15,7 @@ from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.kube.events import NORMAL, WARNING, EventRecorder, pod_ref
 from pykubelet.pods.actions import compute_pod_actions, is_terminal
 from pykubelet.pods.container_start import ContainerStarter, SyncResult
+from pykubelet.pods.history import PodHistory
 from pykubelet.pods.kill import PodKiller
 from pykubelet.pods.podstatus import CONTAINER_CREATING
 from pykubelet.runtime import cgroups, resources, specs
@@ -32,8 +33,10 @@ class PodSyncer:
     """One pod's sync, as numbered steps; what the worker calls to stop or clean up is kill.py's."""
 
     def __init__(self, cri: Runtime, images: ImageManager, restart_backoff: Backoff, recorder: EventRecorder,
-                 node: specs.NodeFacts | None = None, api: api_volumes.ApiClients | None = None):
+                 node: specs.NodeFacts | None = None, api: api_volumes.ApiClients | None = None,
+                 history: PodHistory | None = None):
         self.cri = cri
+        self.history = history or PodHistory(restart_backoff.clock)  # what explain tells (pods/history.py)
         self.node = node or specs.NodeFacts()
         self.api = api  # None: standalone, no ConfigMaps, Secrets, tokens or Services
         self.api_volumes = api_volumes.ApiVolumes(self.node.root_dir, self.node.allocatable, api)
@@ -41,9 +44,9 @@ class PodSyncer:
         self.sandbox_backoff = Backoff(initial=1.0, maximum=60.0, clock=restart_backoff.clock)
         self.recorder = recorder
         self.killer = PodKiller(cri, recorder, self.node, self.api_volumes,
-                                (self.mount_backoff, restart_backoff, self.sandbox_backoff))
+                                (self.mount_backoff, restart_backoff, self.sandbox_backoff), self.history)
         self.starter = ContainerStarter(cri, images, restart_backoff, recorder, self.node, api,
-                                        self.killer.stop_container)
+                                        self.killer.stop_container, self.history)
 
     def _event(self, pod: Pod, container: str | None, kind: str, reason: str, message: str) -> None:
         self.recorder.record(pod_ref(pod.namespace, pod.name, pod.uid, container), kind, reason, message)
@@ -124,15 +127,18 @@ class PodSyncer:
         for name, message in failed.items():
             log.warning("MountVolume.SetUp failed", pod=pod.full_name, volume=name, err=message)
             self._event(pod, None, WARNING, "FailedMount", f'MountVolume.SetUp failed for volume "{name}" : {message}')
+        kinds = {v.name: v.kind for v in pod.volumes if v.name in paths}
         if not [name for name in failed if not api_volumes.is_set_up(paths[name])]:
             self.mount_backoff.forget(pod.uid)
+            self.history.volumes(pod, kinds, failed, None)
             return True
+        key = f"{pod.uid}_mount"
         if starting:
             for name in starting:
                 result.waiting[name] = (CONTAINER_CREATING, "")
-            key = f"{pod.uid}_mount"
             self.mount_backoff.next(key, self.mount_backoff.clock())
             result.retry_after(self.mount_backoff.delay(key))  # a watched object's change comes sooner
+        self.history.volumes(pod, kinds, failed, self.mount_backoff.delay(key))
         return False
 
     async def _create_sandbox(self, pod: Pod, config: api.PodSandboxConfig, starting: list[str],
@@ -150,11 +156,15 @@ class PodSyncer:
         except OSError as e:  # the containers still get their own limits
             log.warning("Could not set up the pod cgroup", pod=pod.full_name, cgroup=config.linux.cgroup_parent,
                         err=str(e))
+        began = asyncio.get_running_loop().time()
         try:
             sandbox_id = await self.cri.run_pod_sandbox(config)
-            ip = (await self.cri.pod_sandbox_status(sandbox_id)).status.network.ip
+            # Verbose: containerd adds the netns and the CNI result, for the pod's history.
+            status = await self.cri.pod_sandbox_status(sandbox_id, verbose=True)
+            ip = status.status.network.ip
         except errors.CRIError as e:
             self.sandbox_backoff.next(key, self.sandbox_backoff.clock())
+            self.history.sandbox_failed(pod, config.metadata.attempt, e.details, self.sandbox_backoff.delay(key))
             log.error("Failed to create pod sandbox", pod=pod.full_name, err=str(e))
             self._event(pod, None, WARNING, "FailedCreatePodSandBox", f"Failed to create pod sandbox: {e.details}")
             for name in starting:
@@ -162,4 +172,6 @@ class PodSyncer:
             result.retry_after(self.sandbox_backoff.delay(key))
             return None
         log.info("Created pod sandbox", pod=pod.full_name, sandbox=sandbox_id[:13], attempt=config.metadata.attempt)
+        self.history.sandbox_created(pod, sandbox_id, config.metadata.attempt, ip,
+                                     asyncio.get_running_loop().time() - began, dict(status.info))
         return SandboxState(id=sandbox_id, attempt=config.metadata.attempt, ready=True, created_at=0.0, ip=ip)

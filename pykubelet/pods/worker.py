@@ -18,6 +18,7 @@ from pykubelet.cri import errors
 from pykubelet.kube import errors as kube_errors
 from pykubelet.kube.events import NORMAL, EventRecorder, pod_ref
 from pykubelet.pleg.cache import RuntimeCache
+from pykubelet.pods.history import PodHistory
 from pykubelet.pods.mirror import MirrorPods
 from pykubelet.pods.podstatus import ProbeView, pod_status
 from pykubelet.pods.sync import PodSyncer
@@ -51,6 +52,11 @@ class WorkerDeps:
     """None on a standalone node (no apiserver to mirror static pods to)."""
     clock: Callable[[], float] = field(default=time.time)
     """Wall clock (seconds since the epoch): status times, back-off against CRI timestamps."""
+
+    @property
+    def history(self) -> PodHistory:
+        """The pods' step history (pods/history.py): the syncer's, one for the whole pod path."""
+        return self.syncer.history
 
 
 class PodWorker:
@@ -124,7 +130,9 @@ class PodWorker:
 
     async def _state(self) -> PodRuntimeState:
         """The pod's runtime state, at least as new as this worker's last change to it."""
-        return await self.deps.cache.newer_than(self.uid, self._fresh_after)
+        state = await self.deps.cache.newer_than(self.uid, self._fresh_after)
+        self.deps.history.observe(state)  # exits and dead sandboxes become steps of its history
+        return state
 
     def _changed_runtime(self) -> None:
         self._fresh_after = self.deps.cache.mark()

@@ -39,8 +39,10 @@ class ContainerProbes:
 
 class ProbeManager:
     def __init__(self, cri: Runtime, recorder: EventRecorder, wake: Callable[[str], None],
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time,
+                 observe: Callable[[Any, str, str, bool, str], None] | None = None):
         self.cri = cri
+        self.observe = observe  # (pod, container, probe kind, ok, output): every result, for the pod's history
         self.recorder = recorder
         self.on_change = wake  # the pod workers' one wake-up path (pods/wakeups.py)
         self.clock = clock  # wall clock: containers' start times are the runtime's
@@ -111,6 +113,8 @@ class ProbeManager:
                 ok, message = await run_probe(self.cri, probe, container, container_id, pod_ip)
                 successes, failures = (successes + 1, 0) if ok else (0, failures + 1)
                 metrics.observe_probe(kind, ok, container["name"], pod.name, pod.namespace, pod.uid)
+                if self.observe is not None:
+                    self.observe(pod, container["name"], kind, ok, message)
                 ref = pod_ref(pod.namespace, pod.name, pod.uid, container["name"])
                 if not ok:
                     self.recorder.record(ref, WARNING, "Unhealthy", f"{_EVENT_NAME[kind]} probe failed: {message}")

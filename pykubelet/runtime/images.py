@@ -34,10 +34,12 @@ class ImageManager:
         self.backoff = backoff
 
     async def ensure(self, container: Container, sandbox_config: api.PodSandboxConfig, pod_name: str,
-                     record: Callable[[str, str, str], None]) -> str:
+                     record: Callable[[str, str, str], None],
+                     pulled: Callable[[tuple[float, int]], None] | None = None) -> str:
         """The image ID to create the container from, pulling it first if the policy says so.
 
-        `record(type, reason, message)` receives the kubelet's image events.
+        `record(type, reason, message)` receives the kubelet's image events; `pulled((seconds,
+        bytes))` hears of a pull that happened (bytes 0 when the runtime does not say).
         """
         image = container.image
         present = await self.cri.image_status(image)
@@ -61,6 +63,13 @@ class ImageManager:
             log.warning("Failed to pull image", pod=pod_name, image=image, err=e.details)
             record("Warning", "Failed", f'Failed to pull image "{image}": {e.details}')
             raise ImageError(ERR_IMAGE_PULL, f'Failed to pull image "{image}": {e.details}') from e
+        seconds = time.monotonic() - started
         log.info("Pulled image", pod=pod_name, image=image, ref=ref)
-        record("Normal", "Pulled", f'Successfully pulled image "{image}" in {time.monotonic() - started:.3f}s')
+        record("Normal", "Pulled", f'Successfully pulled image "{image}" in {seconds:.3f}s')
+        if pulled is not None:
+            try:
+                size = getattr(await self.cri.image_status(ref), "size", 0)
+            except errors.CRIError:
+                size = 0  # only the history's byte count: not worth failing the start
+            pulled((seconds, size))
         return ref

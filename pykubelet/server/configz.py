@@ -45,7 +45,7 @@ def _plain(option, value: Any) -> Any:
 def kubelet_config(settings: Settings) -> dict[str, Any]:
     config: dict[str, Any] = {"kind": CONFIG_KIND, "apiVersion": CONFIG_API_VERSION}
     for option in OPTIONS:
-        if not option.field:
+        if not option.field or not option.implemented:
             continue
         value: Any = settings
         for attr in option.target.split("."):

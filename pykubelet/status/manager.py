@@ -6,6 +6,11 @@ an apiserver) patches a pod's status only when it changed; a static pod's status
 mirror pod, and only once the mirror pods are known (so a restarted agent starts from the
 mirror's status, not from nothing). It also finishes graceful deletion: once a deleted pod's
 containers are stopped, the final DELETE (grace 0, UID precondition), as the kubelet does.
+
+Others write pod status too: the node lifecycle controller sets every pod's Ready to False while
+its node is not Ready (as on a kubeadm control plane before the node's podCIDR arrives). Like the
+kubelet's status manager, this one compares the apiserver's status with what it sent every
+RESYNC_SECONDS and writes its own again where a phase or a condition it owns differs.
 """
 
 from __future__ import annotations
@@ -45,6 +50,22 @@ def _api_status(pod: Pod | None) -> dict[str, Any] | None:
     return status if isinstance(status, dict) and status else None
 
 
+def _version(obj: dict[str, Any] | None) -> int:
+    """The object's resourceVersion as a number (etcd's revision); 0 when it has none or another kind."""
+    version = ((obj or {}).get("metadata") or {}).get("resourceVersion", "")
+    return int(version) if isinstance(version, str) and version.isdigit() else 0
+
+
+def _overwritten(api: dict[str, Any] | None, sent: dict[str, Any]) -> bool:
+    """Someone else changed the phase or a condition this node wrote."""
+    if api is None:
+        return False
+    if api.get("phase") != sent.get("phase"):
+        return True
+    theirs = {c.get("type"): c.get("status") for c in api.get("conditions") or [] if isinstance(c, dict)}
+    return any(theirs.get(c["type"]) != c["status"] for c in sent.get("conditions") or [])
+
+
 class StatusManager:
     def __init__(self, kube: KubeClient | None = None, mirrors: Mirrors | None = None) -> None:
         self.kube = kube
@@ -53,9 +74,31 @@ class StatusManager:
         self._pods: dict[str, Pod] = {}
         self._statuses: dict[str, dict[str, Any]] = {}
         self._sent: dict[str, dict[str, Any]] = {}  # uid -> what the apiserver has from us
+        self._sent_version: dict[str, int] = {}  # uid -> the resourceVersion our last write made
         self._dirty: set[str] = set()
         self._deletions: dict[str, Pod] = {}
         self._wake = asyncio.Event()
+        self._next_reconcile = 0.0
+
+    def _in_api(self, pod: Pod) -> tuple[dict[str, Any] | None, int]:
+        """The pod's status as the apiserver last showed it (a static pod's: its mirror's), and its version."""
+        shown = pod
+        if pod.is_static:
+            shown = self.mirrors.mirror_of(pod) if self.mirrors is not None else None
+        return _api_status(shown), _version(shown.raw if shown is not None else None)
+
+    def reconcile(self) -> None:
+        """Mark for writing the pods whose status someone else overwrote after our last write."""
+        for uid, sent in self._sent.items():
+            pod = self._pods.get(uid)
+            if pod is None or uid in self._dirty:
+                continue
+            api, version = self._in_api(pod)
+            if version and version <= self._sent_version.get(uid, 0):
+                continue  # that view is not newer than our own write: its echo is not in yet
+            if _overwritten(api, sent):
+                log.info("Pod status changed by someone else; writing ours again", pod=pod.full_name)
+                self._dirty.add(uid)
 
     def _recovered(self, pod: Pod) -> dict[str, Any] | None:
         """The status the apiserver holds: the mirror pod's for a static pod, else the pod's own."""
@@ -99,6 +142,7 @@ class StatusManager:
         self._pods.pop(uid, None)
         self._statuses.pop(uid, None)
         self._sent.pop(uid, None)
+        self._sent_version.pop(uid, None)
         self._dirty.discard(uid)
 
     def finish_deletion(self, pod: Pod) -> None:
@@ -129,6 +173,11 @@ class StatusManager:
             except asyncio.TimeoutError:
                 pass
             self._wake.clear()
+            # Every RESYNC_SECONDS, not on every wake: the echo of our own latest write may not be in yet.
+            now = asyncio.get_running_loop().time()
+            if now >= self._next_reconcile:
+                self._next_reconcile = now + RESYNC_SECONDS
+                self.reconcile()
             for uid in list(self._dirty):
                 await self._write_status(uid)
             for uid, pod in list(self._deletions.items()):
@@ -150,7 +199,7 @@ class StatusManager:
         # A static pod's status goes to its mirror, whose UID is the apiserver's own.
         body = {"status": status} if pod.is_static else {"metadata": {"uid": uid}, "status": status}
         try:
-            await self.kube.patch(f"{_pod_path(pod)}/status", body)
+            written = await self.kube.patch(f"{_pod_path(pod)}/status", body)
         except errors.NotFound:
             if not pod.is_static:  # a mirror pod may simply not exist yet: retried later
                 self._dirty.discard(uid)
@@ -159,6 +208,7 @@ class StatusManager:
             log.warning("Failed to update pod status; will retry", pod=pod.full_name, err=str(e))
             return
         self._sent[uid] = status
+        self._sent_version[uid] = _version(written if isinstance(written, dict) else None)
         self._dirty.discard(uid)
 
     async def _delete(self, pod: Pod) -> None:

@@ -111,6 +111,16 @@ async def _cri(args: argparse.Namespace) -> int:
                     repo, _, version = tag.rpartition(":")
                     rows.append([repo, version, image.id.removeprefix("sha256:")[:13], f"{image.size / 1e6:.1f}MB"])
             print(_table(rows))
+        elif args.what == "info":
+            version, status = await cri.version(), await cri.status(verbose=True)
+            info = {}
+            for key, value in status.info.items():
+                try:
+                    info[key] = json.loads(value)
+                except ValueError:
+                    info[key] = value
+            print(json.dumps({"version": MessageToDict(version), "status": MessageToDict(status.status),
+                              "info": info}, indent=2))
         elif args.what == "logs":
             status = (await cri.container_status(await _resolve(cri, args.id, "container"))).status
             sys.stdout.write(read_cri_log(status.log_path))
@@ -149,6 +159,7 @@ def main(argv: list[str]) -> int:
     ps.add_argument("-a", "--all", action="store_true", help="also containers that are not running")
     what.add_parser("pods", help="pod sandboxes")
     what.add_parser("images", help="images")
+    what.add_parser("info", help="the runtime's version, conditions (RuntimeReady, NetworkReady) and config")
     logs = what.add_parser("logs", help="a container's log")
     logs.add_argument("id", help="container ID or a unique prefix")
     inspect = what.add_parser("inspect", help="a container's or sandbox's full status")

@@ -8,6 +8,9 @@
 #   cluster.sh down [--purge]                stop (--purge also drops the etcd data)
 #   cluster.sh status                        what runs, and is it healthy
 #   cluster.sh node-kubeconfig NODE OUT      client identity system:node:NODE for a node agent
+#   cluster.sh bootstrap-token [--ttl SECONDS] [--group GROUP]
+#                                            a new bootstrap token (printed), as `kubeadm token create`
+#   cluster.sh bootstrap-kubeconfig TOKEN OUT  a kubeconfig for TLS bootstrap with that token
 #
 # Environment: PYKUBELET_CLUSTER_DIR (state; default <repo>/.cluster, git-ignored),
 # PYKUBELET_API_PORT (6443), PYKUBELET_ETCD_PORT (2379; peer = +1),
@@ -177,7 +180,7 @@ up() {
     --requestheader-username-headers X-Remote-User --requestheader-group-headers X-Remote-Group \
     --requestheader-extra-headers-prefix X-Remote-Extra- \
     --proxy-client-cert-file "$PKI/front-proxy-client.crt" --proxy-client-key-file "$PKI/front-proxy-client.key" \
-    --endpoint-reconciler-type none \
+    --endpoint-reconciler-type none --enable-bootstrap-token-auth \
     --kubelet-preferred-address-types InternalIP,Hostname,InternalDNS,ExternalDNS,ExternalIP
   wait_for kube-apiserver api_ok
 
@@ -196,6 +199,8 @@ up() {
   wait_for kube-scheduler healthz_ok "$SCHED_PORT"
   # pykubelet agents that own the pod network read every Node to route to its pods.
   "$BIN/kubectl" --kubeconfig "$STATE/admin.kubeconfig" apply -f "$repo/cni/node-network-rbac.yaml" >/dev/null
+  # TLS bootstrap as kubeadm sets it up (bootstrap tokens, CSR auto-approval).
+  "$BIN/kubectl" --kubeconfig "$STATE/admin.kubeconfig" apply -f "$here/bootstrap-rbac.yaml" >/dev/null
   say "ready in $((SECONDS - t0))s: export KUBECONFIG=$STATE/admin.kubeconfig; $STATE/bin/kubectl get nodes"
 }
 
@@ -246,10 +251,66 @@ node_kubeconfig() {
   say "wrote $out for system:node:$node"
 }
 
+# A bootstrap token Secret in kube-system, as `kubeadm token create` makes it (default TTL 24h,
+# group system:bootstrappers:kubeadm:default-node-token); a negative TTL makes an expired one.
+bootstrap_token() {
+  local ttl=86400 group=system:bootstrappers:kubeadm:default-node-token
+  while [[ $# -gt 0 ]]; do
+    case $1 in
+      --ttl) ttl=$2; shift 2 ;;
+      --group) group=$2; shift 2 ;;
+      *) die "bootstrap-token: unknown option $1" ;;
+    esac
+  done
+  local id secret expiration
+  id=$(tr -dc 'a-z0-9' </dev/urandom | head -c 6) || true
+  secret=$(tr -dc 'a-z0-9' </dev/urandom | head -c 16) || true
+  expiration=$(date -u -d "@$(($(date +%s) + ttl))" +%Y-%m-%dT%H:%M:%SZ)
+  "$BIN/kubectl" --kubeconfig "$STATE/admin.kubeconfig" apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Secret
+metadata: {name: bootstrap-token-$id, namespace: kube-system}
+type: bootstrap.kubernetes.io/token
+stringData:
+  token-id: "$id"
+  token-secret: "$secret"
+  expiration: "$expiration"
+  usage-bootstrap-authentication: "true"
+  usage-bootstrap-signing: "true"
+  auth-extra-groups: "$group"
+EOF
+  echo "$id.$secret"
+}
+
+# What kubeadm join writes as /etc/kubernetes/bootstrap-kubelet.conf: the cluster and the token.
+bootstrap_kubeconfig() {
+  local token=${1:?usage: cluster.sh bootstrap-kubeconfig TOKEN OUT} out=${2:?usage: cluster.sh bootstrap-kubeconfig TOKEN OUT}
+  cat >"$out.tmp" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: pykubelet
+  cluster:
+    server: $SERVER
+    certificate-authority-data: $(base64 -w0 "$PKI/ca.crt")
+users:
+- name: tls-bootstrap-token-user
+  user:
+    token: $token
+contexts:
+- name: tls-bootstrap-token-user@pykubelet
+  context: {cluster: pykubelet, user: tls-bootstrap-token-user}
+current-context: tls-bootstrap-token-user@pykubelet
+EOF
+  chmod 600 "$out.tmp"; mv -f "$out.tmp" "$out"
+}
+
 case ${1:-} in
   up) up ;;
   down) down "${2:-}" ;;
   status) status ;;
   node-kubeconfig) shift; node_kubeconfig "$@" ;;
-  *) sed -n '7,11s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+  bootstrap-token) shift; bootstrap_token "$@" ;;
+  bootstrap-kubeconfig) shift; bootstrap_kubeconfig "$@" ;;
+  *) sed -n '7,14s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
 esac

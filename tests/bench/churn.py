@@ -21,7 +21,7 @@ from tests.bench.cluster_startup import CNI_CONF_DIR, NodeAgent, ready_untainted
 from tests.bench.density import cpu_seconds
 from tests.bench.startup import machine
 from tests.churn import churn
-from tests.cluster.conftest import ADMIN, cluster_sh, kubectl
+from tests.cluster.conftest import ADMIN, control_plane, kubectl
 from tests.helpers import wait_for
 from tests.runtime.conftest import ENDPOINT, remove_test_pods
 
@@ -49,7 +49,6 @@ async def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cycles", type=int, default=100)
     args = parser.parse_args()
-    cluster_sh("up")
     network_dir = tempfile.mkdtemp(prefix="pykubelet-bench-ipam-")
     assets.write_conflist(CNI_CONF_DIR, assets.render("pod-network.conflist", bridge="pkl0",
                                                       pod_cidr=STANDALONE_POD_CIDR, ipam_dir=network_dir))
@@ -75,4 +74,5 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    with control_plane():
+        sys.exit(asyncio.run(main()))

@@ -31,10 +31,11 @@ import yaml
 from pykubelet.config import STANDALONE_POD_CIDR
 from pykubelet.cri.client import CRIClient
 from pykubelet.kube.client import KubeClient
+from pykubelet.kube.reflector import Objects, Reflector
 from pykubelet.network import assets
 from pykubelet.runtime import labels
 from tests.bench.startup import machine, percentile
-from tests.cluster.conftest import ADMIN, STATE, cluster_sh, kubectl
+from tests.cluster.conftest import ADMIN, STATE, cluster_sh, control_plane, kubectl
 from tests.helpers import wait_for
 from tests.runtime.conftest import BUSYBOX, ENDPOINT, free_port, remove_test_pods
 
@@ -52,24 +53,29 @@ def pod(name: str, namespace: str, command: str = "sleep 3600") -> dict[str, Any
 
 
 class Watcher:
-    """Times when each pod is first seen Running, and first seen with a terminated container."""
+    """Times when each pod is first seen Running, and first seen with a terminated container.
+
+    Through the project's reflector, so a watch the apiserver ends or breaks under load is
+    resumed (or relisted) instead of silently ending the measurement.
+    """
 
     def __init__(self, kube: KubeClient, namespace: str):
         self.kube, self.namespace = kube, namespace
         self.running_at: dict[str, float] = {}
         self.terminated_at: dict[str, float] = {}
 
-    async def run(self) -> None:
-        async for event in self.kube.watch(f"/api/v1/namespaces/{self.namespace}/pods", {}, 1800):
-            if event["type"] not in ("ADDED", "MODIFIED"):
-                continue  # bookmarks carry no pod
-            obj, now = event["object"], time.perf_counter()
+    def _seen(self, pods: Objects) -> None:
+        now = time.perf_counter()
+        for obj in pods.values():
             name = obj["metadata"]["name"]
             status = obj.get("status", {})
             if status.get("phase") == "Running":
                 self.running_at.setdefault(name, now)
             if any("terminated" in c.get("state", {}) for c in status.get("containerStatuses", [])):
                 self.terminated_at.setdefault(name, now)
+
+    async def run(self) -> None:
+        await Reflector(self.kube, f"/api/v1/namespaces/{self.namespace}/pods", {}, self._seen, "bench pods").run()
 
 
 DEVICE_PLUGINS = "/var/lib/kubelet/device-plugins"  # the real kubelet makes it whatever its --root-dir
@@ -98,9 +104,11 @@ class NodeAgent:
                 "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
                 "cgroupDriver": "cgroupfs", "failSwapOn": False, "failCgroupV1": False,
                 "staticPodPath": str(manifests), "containerRuntimeEndpoint": ENDPOINT,
-                "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
+                # Webhook authn/authz need an apiserver: a standalone kubelet refuses to start with them.
+                "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": not self.standalone},
                                    "x509": {"clientCAFile": str(STATE / "pki" / "ca.crt")}},
-                "authorization": {"mode": "Webhook"}, "port": free_port(), "healthzPort": free_port(),
+                "authorization": {"mode": "AlwaysAllow" if self.standalone else "Webhook"},
+                "port": free_port(), "healthzPort": free_port(),
                 "readOnlyPort": 0}))
             # --cert-dir does not follow --root-dir; the device plugin dir is fixed: note whether it was there.
             self.made_device_plugins = not os.path.exists(DEVICE_PLUGINS)
@@ -116,6 +124,11 @@ class NodeAgent:
             argv += ["--kubeconfig", str(kubeconfig)]
         log = open(self.workdir / f"{self.kind}.log", "wb")
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def check_alive(self) -> None:
+        """Fail at once, with its log, when the agent has exited (instead of waiting out a deadline)."""
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(f"{self.kind} exited with {self.proc.returncode}:\n{self.log_tail()}")
 
     def log_tail(self, lines: int = 30) -> str:
         try:
@@ -142,6 +155,10 @@ class NodeAgent:
             # The real kubelet leaves the log directories of the pods it ran until its next GC.
             for entry in glob.glob(os.path.join(POD_LOGS, f"{BENCH_NAMESPACE_PREFIX}*")):
                 shutil.rmtree(entry, ignore_errors=True)
+        # Static pods (<ns>_<name>-<node>_<uid>) are removed through CRI once the agent is stopped,
+        # so no agent removes their log directories: the bench does.
+        for entry in glob.glob(os.path.join(POD_LOGS, f"*_*-{self.node}_*")):
+            shutil.rmtree(entry, ignore_errors=True)
 
 
 def ready_untainted(node_name: str) -> bool:
@@ -203,7 +220,6 @@ async def main() -> int:
     parser.add_argument("--exits", type=int, default=10)
     args = parser.parse_args()
     args.exits = min(args.exits, args.pods)  # the exits are measured on the one-by-one pods
-    cluster_sh("up")
     # Both agents get the same network, run by containerd (pykubelet in runtime mode).
     network_dir = tempfile.mkdtemp(prefix="pykubelet-bench-ipam-")
     assets.write_conflist(CNI_CONF_DIR, assets.render("pod-network.conflist", bridge="pkl0",
@@ -235,4 +251,5 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    with control_plane():
+        sys.exit(asyncio.run(main()))

@@ -33,7 +33,7 @@ from pykubelet.kube.client import KubeClient
 from pykubelet.network import assets
 from tests.bench.cluster_startup import CNI_CONF_DIR, NodeAgent, Watcher, pod, ready_untainted
 from tests.bench.startup import machine, percentile
-from tests.cluster.conftest import ADMIN, cluster_sh, kubectl
+from tests.cluster.conftest import ADMIN, control_plane, kubectl
 from tests.helpers import wait_for
 from tests.runtime.conftest import BUSYBOX, ENDPOINT, remove_test_pods
 
@@ -97,9 +97,14 @@ async def cluster_density(kind: str, kube: KubeClient, cri: CRIClient, args: arg
             for item in json.loads(kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]:
                 phase = item.get("status", {}).get("phase", "?")
                 phases[phase] = phases.get(phase, 0) + 1
-            return (f"the watch saw {len(watcher.running_at)} Running; the API has {phases}\n"
+            ended = f" (the watch ended: {watch.exception() if not watch.cancelled() else 'cancelled'})" \
+                if watch.done() else ""
+            return (f"the watch saw {len(watcher.running_at)} Running{ended}; the API has {phases}\n"
                     f"{kind}'s log:\n{agent.log_tail()}")
-        await wait_for(lambda: all(n in watcher.running_at for n in created), 600,
+        def all_running() -> bool:
+            agent.check_alive()
+            return all(n in watcher.running_at for n in created)
+        await wait_for(all_running, 600,
                        f"all {args.pods} pods Running", interval=0.05, describe=stuck)
         out.all_running_s = max(watcher.running_at.values()) - start
         out.per_pod_s = [watcher.running_at[n] - t for n, t in created.items()]
@@ -146,6 +151,7 @@ async def standalone_density(kind: str, cri: CRIClient, args: argparse.Namespace
             tmp.rename(manifests / f"s-{i}.yaml")
 
         async def running() -> list:
+            agent.check_alive()
             ours = [c for c in await cri.list_containers()
                     if c.labels.get("io.kubernetes.pod.name", "").startswith("s-")
                     and c.state == api.CONTAINER_RUNNING]
@@ -185,7 +191,6 @@ async def main() -> int:
     parser.add_argument("--idle", type=float, default=60.0)
     parser.add_argument("--skip-standalone", action="store_true")
     args = parser.parse_args()
-    cluster_sh("up")
     network_dir = tempfile.mkdtemp(prefix="pykubelet-bench-ipam-")
     assets.write_conflist(CNI_CONF_DIR, assets.render("pod-network.conflist", bridge="pkl0",
                                                       pod_cidr=STANDALONE_POD_CIDR, ipam_dir=network_dir))
@@ -213,4 +218,5 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    with control_plane():
+        sys.exit(asyncio.run(main()))

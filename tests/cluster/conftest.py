@@ -3,12 +3,13 @@ scheduler built from the Kubernetes Go modules) with a node identity, as a real 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
 import secrets
 import subprocess
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 import yaml
@@ -45,17 +46,26 @@ def apply(obj: dict[str, Any] | list[dict[str, Any]]) -> None:
     kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(docs))
 
 
-@pytest.fixture(scope="session")
-def cluster():
-    """The control plane, started once per test session (built first if the cache is empty).
+@contextlib.contextmanager
+def control_plane() -> Iterator[pathlib.Path]:
+    """The control plane, up for the block (built first if the cache is empty).
 
     A cluster that was already up (`make cluster`) is left running; one started here is stopped.
     """
     was_up = subprocess.run(["bash", str(CLUSTER_SH), "status"], capture_output=True).returncode == 0
     cluster_sh("up")
-    yield ADMIN
-    if not was_up:
-        cluster_sh("down", timeout=120)
+    try:
+        yield ADMIN
+    finally:
+        if not was_up:
+            cluster_sh("down", timeout=120)
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """The control plane, started once per test session."""
+    with control_plane() as admin:
+        yield admin
 
 
 def node_object() -> dict[str, Any] | None:

@@ -86,18 +86,20 @@ def test_bare_socket_path_endpoint_gets_the_unix_scheme(tmp_path):
 
 @pytest.mark.parametrize("line, field", [
     ("maxPods: -1", "maxPods"),
-    ("maxPods: 0", "maxPods"),
+    ("maxPods: 1.5", "maxPods"),
     ("maxPods: '10'", "maxPods"),
     ("fileCheckFrequency: soon", "fileCheckFrequency"),
     ("fileCheckFrequency: 20", "fileCheckFrequency"),
-    ("fileCheckFrequency: 0s", "fileCheckFrequency"),
+    ("fileCheckFrequency: -5s", "fileCheckFrequency"),
     ("syncFrequency: -1m", "syncFrequency"),
     ("runtimeRequestTimeout: 2", "runtimeRequestTimeout"),
     ("healthzPort: 70000", "healthzPort"),
     ("healthzPort: -1", "healthzPort"),
     ("healthzPort: true", "healthzPort"),
     ("containerRuntimeEndpoint: tcp://127.0.0.1:1234", "containerRuntimeEndpoint"),
-    ("containerRuntimeEndpoint: ''", "containerRuntimeEndpoint"),
+    ("containerRuntimeEndpoint: 5", "containerRuntimeEndpoint"),
+    ("failSwapOn: 'no'", "failSwapOn"),              # a field pykubelet does not act on is checked too
+    ("registerWithTaints: [{key: a, effect: Sometimes}]", "registerWithTaints"),
     ("staticPodPath: [a, b]", "staticPodPath"),
 ])
 def test_invalid_field_raises_config_error_naming_the_file_and_the_field(tmp_path, line, field):
@@ -136,8 +138,8 @@ def test_missing_config_file_is_a_config_error_naming_it(tmp_path):
 
 
 @pytest.mark.parametrize("line, field", [
-    ("cgroupDriver: cgroupfs", "cgroupDriver"),   # a real kubelet field pykubelet does not act on
-    ("cgroupDriver: systemd", "cgroupDriver"),
+    ("cpuManagerPolicy: static", "cpuManagerPolicy"),  # a real kubelet field pykubelet does not act on
+    ("failSwapOn: true", "failSwapOn"),
     ("fooBar: 1", "fooBar"),                     # not a kubelet field at all
 ])
 def test_unknown_and_unimplemented_fields_only_warn_naming_the_field(tmp_path, caplog, line, field):
@@ -162,9 +164,9 @@ def test_invalid_flag_raises_config_error_naming_the_flag(flag, value):
 
 
 @pytest.mark.parametrize("argv, flag", [
-    (["--bootstrap-kubeconfig", "/etc/kubernetes/bootstrap-kubelet.conf"], "--bootstrap-kubeconfig"),
-    (["--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf"], "--bootstrap-kubeconfig"),
-    (["--cert-dir", "/var/lib/kubelet/pki"], "--cert-dir"),
+    (["--runtime-cgroups", "/system.slice/containerd.service"], "--runtime-cgroups"),
+    (["--runtime-cgroups=/system.slice/containerd.service"], "--runtime-cgroups"),
+    (["--cloud-provider=external"], "--cloud-provider"),
     (["--fail-swap-on"], "--fail-swap-on"),  # a bare boolean flag
 ])
 def test_unimplemented_kubelet_flags_are_accepted_with_a_warning_naming_them(caplog, argv, flag):
@@ -172,6 +174,26 @@ def test_unimplemented_kubelet_flags_are_accepted_with_a_warning_naming_them(cap
         s = settings(*argv, "--hostname-override", "n1")
     assert s.node_name == "n1"
     assert any(f'flag="{flag}"' in r.getMessage() for r in caplog.records)
+
+
+def test_zero_values_in_the_config_file_keep_the_kubelets_defaults(tmp_path):
+    """kubeadm writes the zero value of many fields; the kubelet's defaulting turns them into defaults."""
+    path = write_config(tmp_path, "syncFrequency: 0s\nfileCheckFrequency: 0s\nmaxPods: 0\nport: 0\n"
+                                  "containerRuntimeEndpoint: ''\nauthentication: {webhook: {cacheTTL: 0s}}\n"
+                                  "authorization: {mode: '', webhook: {cacheAuthorizedTTL: 0s}}\n"
+                                  "nodeStatusUpdateFrequency: 0s\nnodeStatusReportFrequency: 0s\nhealthzPort: 0\n")
+    s, defaults = settings("--config", str(path), "--hostname-override", "n1"), Settings()
+    assert (s.pods.sync_frequency, s.pods.file_check_frequency, s.pods.max_pods, s.server.port) == \
+        (defaults.pods.sync_frequency, defaults.pods.file_check_frequency, defaults.pods.max_pods, defaults.server.port)
+    assert s.runtime.endpoint == defaults.runtime.endpoint
+    assert (s.authn.webhook_cache_ttl, s.authz.mode, s.authz.cache_authorized_ttl) == (120.0, "Webhook", 300.0)
+    assert (s.cluster.status_update_seconds, s.cluster.status_report_seconds) == (10.0, 300.0)
+    assert s.server.healthz_port == 0  # a pointer field: 0 is a value (disabled), not "unset"
+
+
+def test_only_the_update_frequency_given_makes_it_the_report_frequency_too(tmp_path):
+    s = settings("--config", str(write_config(tmp_path, "nodeStatusUpdateFrequency: 20s\n")), "--hostname-override", "n1")
+    assert (s.cluster.status_update_seconds, s.cluster.status_report_seconds) == (20.0, 20.0)
 
 
 def test_node_name_is_the_hostname_override_lowercased():

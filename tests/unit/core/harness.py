@@ -58,7 +58,8 @@ class Core:
                          pod_logs_dir=str(tmp / "logs"), cgroup_root=str(tmp / "cgroup"))
         syncer = PodSyncer(runtime, ImageManager(runtime, Backoff(clock=clock)), Backoff(clock=clock), recorder, node)
         self.deps = WorkerDeps(cache=self.cache, syncer=syncer, statuses=self.statuses, recorder=recorder,
-                               probes=ProbeManager(runtime, recorder, self.wakeups.wake, clock),
+                               probes=ProbeManager(runtime, recorder, self.wakeups.wake, clock,
+                                                   observe=syncer.history.probe),
                                wakeups=self.wakeups, host_ip=HOST_IP, resync_seconds=60.0, mirrors=mirrors,
                                clock=clock)
         self.dispatcher = PodDispatcher(self.deps, NODE, Allocatable(pods=110, cpu_millis=4000,

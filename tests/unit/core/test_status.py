@@ -228,3 +228,28 @@ async def test_a_burst_of_updates_collapses_into_a_few_syncs_of_the_latest_spec(
         assert len(runtime.started("app")) == 1  # a label change restarts nothing
     finally:
         await node.stop()
+
+
+async def test_a_ready_condition_another_writer_overwrote_is_written_again(tmp_path):
+    """The node lifecycle controller sets every pod's Ready to False while the node is not Ready
+    (on a new kubeadm control plane, until its podCIDR arrives); the node's own view comes back."""
+    runtime, kube = FakeRuntime(clock), FakeKube()
+    spec = pod()
+    kube.objects[PATH] = copy.deepcopy(spec.raw)
+    node = Core(runtime, tmp_path, kube).start()
+
+    def ready_in_api() -> str:
+        conditions = kube.objects[PATH].get("status", {}).get("conditions") or []
+        return next((c["status"] for c in conditions if c["type"] == "Ready"), "")
+    try:
+        node.dispatcher.set_pods([spec], "api")
+        await until(lambda: ready_in_api() == "True", what="Ready written")
+        for condition in kube.objects[PATH]["status"]["conditions"]:
+            if condition["type"] == "Ready":
+                condition.update(status="False", reason="NodeNotReady")  # the controller's write...
+        node.dispatcher.set_pods([parse_pod(copy.deepcopy(kube.objects[PATH]), "api")], "api")  # ...watched
+        overwritten_at = asyncio.get_running_loop().time()
+        restored_at = await until(lambda: ready_in_api() == "True", what="Ready written again")
+        assert restored_at - overwritten_at <= 11  # within one status resync period
+    finally:
+        await node.stop()
