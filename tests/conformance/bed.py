@@ -19,7 +19,7 @@ import shutil
 import socket
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import yaml
@@ -27,8 +27,9 @@ import yaml
 from pykubelet.cri import errors as cri_errors
 from pykubelet.cri.client import CRIClient
 from pykubelet.network import assets
-from pykubelet.network.hostnet import masquerade_chain
 from pykubelet.tools.leaks import Node as LeakNode, account, report as leak_report
+from tests.conformance import owned
+from tests.conformance.owned import BRIDGE, CLUSTER_ENV, CONTAINERD, NODE_CGROUP_ROOT, STATE, WORK, say
 from tests.helpers import run_to_completion, unmount_under, wait_for
 from tests.runtime.conftest import free_port
 
@@ -37,31 +38,11 @@ BED = REPO / "tests" / "bed"
 CACHE = pathlib.Path(os.environ.get("PYKUBELET_CACHE", "/var/cache/pykubelet"))
 K8S_BIN = CACHE / "k8s" / "v1.36.3" / "bin"
 E2E_BIN = CACHE / "e2e" / "v1.36.3" / "bin"
-WORK = pathlib.Path(os.environ.get("PYKUBELET_CONFORMANCE_DIR", "/var/lib/pykubelet-conformance"))
 LOCK = pathlib.Path("/tmp/pkl-conformance.lock")  # one conformance run at a time on a machine
-CONTAINERD = "conformance"  # containerd-node.sh's name: /run/pykubelet-nodes/conformance/
-STATE = pathlib.Path("/run/pykubelet-nodes") / CONTAINERD
 ENDPOINT = f"unix://{STATE}/containerd.sock"
-BRIDGE = "pklcf0"
-# Not the default cluster's 10.244.0.0/16: both nodes' bridges live in this network namespace.
-CLUSTER_ENV = {
-    "PYKUBELET_CLUSTER_DIR": str(WORK / "cluster"),
-    "PYKUBELET_API_PORT": "16443", "PYKUBELET_ETCD_PORT": "12379",
-    "PYKUBELET_CM_PORT": "20257", "PYKUBELET_SCHED_PORT": "20259",
-    "PYKUBELET_CLUSTER_CIDR": "10.246.0.0/16",
-}
 ADMIN = WORK / "cluster" / "admin.kubeconfig"
-# The node's pods live under a cgroup root of their own (both agents' --cgroup-root): a real
-# kubelet's orphan cleanup kills what runs in the pod cgroups under its root it does not know,
-# so neither this node's kubelet nor another one on this machine (a benchmark's) may share one.
-NODE_CGROUP_ROOT = "/pkl-conformance"
 DEVICE_PLUGINS = pathlib.Path("/var/lib/kubelet/device-plugins")  # the kubelet's, whatever its root dir
-CONTAINER_LOG_LINKS = pathlib.Path("/var/log/containers")  # the kubelet's legacy log symlinks
 KUBELET_PORT = 10250
-
-
-def say(msg: str) -> None:
-    print(f"[conformance] {msg}", flush=True)
 
 
 def sh(*argv: str, env: dict[str, str] | None = None, timeout: float = 3600, quiet: bool = False) -> str:
@@ -136,7 +117,6 @@ class Node:
     results: pathlib.Path
     name: str = ""
     proc: subprocess.Popen[bytes] | None = None
-    made: list[str] = field(default_factory=list)  # what start() made that stop() removes
 
     def __post_init__(self) -> None:
         self.name = self.name or f"{self.kind}-conformance"
@@ -180,10 +160,9 @@ class Node:
                 "--cni-socket", str(STATE / "cni.sock")]
 
     def _kubelet_argv(self, kubeconfig: pathlib.Path) -> list[str]:
-        for hierarchy in _cgroup_hierarchies():  # the kubelet insists that its cgroup root exists
+        for hierarchy in owned.cgroup_hierarchies():  # the kubelet insists that its cgroup root exists
             os.makedirs(os.path.join(hierarchy, NODE_CGROUP_ROOT.lstrip("/")), exist_ok=True)
-        if not DEVICE_PLUGINS.exists():
-            self.made.append(str(DEVICE_PLUGINS))
+        owned.note_what_the_kubelet_will_make([str(DEVICE_PLUGINS)])
         config = self.dir / "kubelet.yaml"
         config.write_text(yaml.safe_dump({
             "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
@@ -228,14 +207,7 @@ class Node:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        subprocess.run(["bash", str(BED / "containerd-node.sh"), "down", CONTAINERD], capture_output=True,
-                       timeout=300)
-        unmount_under(str(self.dir))
-        subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)
-        self._remove_masquerade()
-        self._remove_cgroup_root()
-        if self.kind == "kubelet":
-            self._remove_kubelet_leftovers()
+        owned.remove_node_host_state()
         self._clean_dir()
 
     def _drain(self) -> None:
@@ -274,48 +246,10 @@ class Node:
         if leaks:
             say(f"WARNING: after draining, the node still holds:\n{leak_report(leaks)}")
 
-    def _remove_masquerade(self) -> None:
-        chain = masquerade_chain(BRIDGE)
-        rules = subprocess.run(["iptables", "-t", "nat", "-S", "POSTROUTING"], capture_output=True,
-                               text=True).stdout
-        for rule in rules.splitlines():
-            if rule.startswith("-A POSTROUTING") and rule.endswith(f"-j {chain}"):
-                subprocess.run(["iptables", "-t", "nat", "-D", *rule.split()[1:]], capture_output=True)
-        subprocess.run(["iptables", "-t", "nat", "-F", chain], capture_output=True)
-        subprocess.run(["iptables", "-t", "nat", "-X", chain], capture_output=True)
-
-    def _remove_cgroup_root(self) -> None:
-        """rmdir every cgroup under the node's root, deepest first; one that still holds a
-        process stays, and is said."""
-        for hierarchy in _cgroup_hierarchies():
-            top = os.path.join(hierarchy, NODE_CGROUP_ROOT.lstrip("/"))
-            for dirpath, _, _ in sorted(os.walk(top), key=lambda entry: -len(entry[0])):
-                try:
-                    os.rmdir(dirpath)
-                except FileNotFoundError:
-                    pass
-                except OSError as e:
-                    say(f"WARNING: cannot remove cgroup {dirpath}: {e.strerror}")
-
-    def _remove_kubelet_leftovers(self) -> None:
-        for link in CONTAINER_LOG_LINKS.glob("*.log"):
-            with contextlib.suppress(OSError):
-                if os.readlink(link).startswith(str(self.dir)):
-                    link.unlink()
-        for path in self.made:
-            shutil.rmtree(path, ignore_errors=True)
-            with contextlib.suppress(OSError):
-                os.rmdir(os.path.dirname(path))  # /var/lib/kubelet, if nothing else is in it
-
     def _clean_dir(self) -> None:
         if self.dir.exists():
             unmount_under(str(self.dir))
             shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def _cgroup_hierarchies(root: str = "/sys/fs/cgroup") -> list[str]:
-    return [os.path.join(root, h) for h in sorted(os.listdir(root))
-            if os.path.isdir(os.path.join(root, h)) and not os.path.islink(os.path.join(root, h))]
 
 
 @contextlib.contextmanager

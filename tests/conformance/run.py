@@ -7,7 +7,7 @@ Builds what is missing (the control plane, e2e.test, ginkgo and the test images;
 runs the selection (CONFORMANCE_FOCUS / CONFORMANCE_SKIP override it) with a JUnit report in
 build/conformance/<node>/, prints passed / failed / skipped with a one-line reason per failure,
 and what differs from the other node agent's last run when there is one. Everything it started
-is stopped and removed at the end.
+is stopped and removed at the end; what a killed run left is removed before it starts (owned.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pathlib
 import sys
 import time
 
-from tests.conformance import bed, suite
+from tests.conformance import bed, owned, suite
 
 RESULTS = bed.REPO / "build" / "conformance"
 
@@ -28,17 +28,24 @@ def conformance(kind: str, focus: str, skip: str, procs: int, results: pathlib.P
     """The whole run on a fresh cluster and node; the results (also in results/junit.xml)."""
     bed.build()
     results.mkdir(parents=True, exist_ok=True)
-    with bed.exclusive(), bed.control_plane():
-        names = suite.selected(results / "dry-run", focus, skip)
-        if not names:
-            raise RuntimeError(f"the selection holds no spec: focus {focus!r}, skip {skip!r}")
-        node = bed.Node(kind, results)
-        try:
-            node.start()
-            return suite.run(results, focus, skip, procs, len(names), timeout)
-        finally:
-            bed.say(f"stopping node {node.name} and the control plane")
-            node.stop()
+    with bed.exclusive():
+        owned.remove_leftovers_of_earlier_runs()
+        with bed.control_plane():
+            return _run_on_a_node(kind, focus, skip, procs, results, timeout)
+
+
+def _run_on_a_node(kind: str, focus: str, skip: str, procs: int, results: pathlib.Path,
+                   timeout: str) -> list[suite.Result]:
+    names = suite.selected(results / "dry-run", focus, skip)
+    if not names:
+        raise RuntimeError(f"the selection holds no spec: focus {focus!r}, skip {skip!r}")
+    node = bed.Node(kind, results)
+    try:
+        node.start()
+        return suite.run(results, focus, skip, procs, len(names), timeout)
+    finally:
+        bed.say(f"stopping node {node.name} and the control plane")
+        node.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
