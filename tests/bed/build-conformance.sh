@@ -11,6 +11,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/k8s-module.sh"
 K8S_VERSION=${K8S_VERSION:-v1.36.3}
 CACHE=${PYKUBELET_CACHE:-/var/cache/pykubelet}
 OUT=$CACHE/e2e/$K8S_VERSION
@@ -73,23 +74,7 @@ wait_timeout() {
 }
 
 cd "$OUT/src"
-mod_json=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION")
-k8s_gomod=$(sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p' <<<"$mod_json")
-k8s_dir=$(sed -n 's/^\t"Dir": "\(.*\)",$/\1/p' <<<"$mod_json")
-[[ -f $k8s_gomod ]] || { echo "cannot find go.mod of k8s.io/kubernetes@$K8S_VERSION" >&2; exit 1; }
-STAGING_VERSION=v0.${K8S_VERSION#v1.}
-go_directive=$(awk '$1 == "go" {print $2; exit}' "$k8s_gomod")
-{
-  echo "module pykubelet.local/e2e-build"
-  echo
-  echo "go $go_directive"
-  echo
-  echo "require k8s.io/kubernetes $K8S_VERSION"
-  echo
-  echo "replace ("
-  sed -n 's|^\s*\(k8s\.io/[^ ]*\) => \./staging/src/.*$|\t\1 => \1 '"$STAGING_VERSION"'|p' "$k8s_gomod"
-  echo ")"
-} >go.mod
+k8s_module pykubelet.local/e2e-build
 # tools.go keeps, for `go mod tidy`, the ginkgo command and every package the
 # e2e suite's main test file pulls in (its imports register the specs).
 {
@@ -111,13 +96,8 @@ say "resolving the module graph (downloads the modules on a fresh machine)"
 go mod tidy
 say "module graph resolved in $((SECONDS - t0))s"
 
-# The version hack/lib/version.sh stamps in (the suite logs it and compares it with the server's).
-minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
-ldflags="-s -w"
-for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
-  ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-  ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-done
+# The release stamped in (the suite logs it and compares it with the server's).
+ldflags=$(k8s_ldflags)
 
 # build_program NAME PACKAGE LDFLAGS: one static program into $BIN.
 build_program() {
