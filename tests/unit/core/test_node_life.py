@@ -5,6 +5,7 @@ runtime that stops answering."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 
 import pytest
@@ -32,15 +33,24 @@ def deleted(spec, grace):
     return parse_pod(raw, where="test")
 
 
-async def test_graceful_deletion_stops_within_its_grace_then_deletes_with_the_uid_precondition(tmp_path):
-    runtime, kube = FakeRuntime(clock), FakeKube()
+@contextlib.asynccontextmanager
+async def running_api_pod(tmp_path, spec, kube):
+    """A node running `spec` from the apiserver, its app ignoring SIGTERM; stopped afterwards."""
+    runtime = FakeRuntime(clock)
     runtime.behave("app", ignores_sigterm=True)
-    spec = pod()
     kube.objects[PATH] = copy.deepcopy(spec.raw)
     node = Core(runtime, tmp_path, kube).start()
     try:
         node.dispatcher.set_pods([spec], "api")
         await until(lambda: node.status().get("phase") == "Running")
+        yield runtime, node
+    finally:
+        await node.stop()
+
+
+async def test_graceful_deletion_stops_within_its_grace_then_deletes_with_the_uid_precondition(tmp_path):
+    kube, spec = FakeKube(), pod()
+    async with running_api_pod(tmp_path, spec, kube) as (runtime, node):
         began = asyncio.get_running_loop().time()
         node.dispatcher.set_pods([deleted(spec, 7)], "api")
         await until(lambda: PATH not in kube.objects, what="the final DELETE")
@@ -50,19 +60,11 @@ async def test_graceful_deletion_stops_within_its_grace_then_deletes_with_the_ui
         assert (verb, path) == ("delete", PATH)
         assert body["gracePeriodSeconds"] == 0 and body["preconditions"] == {"uid": "uid-web"}
         assert not runtime.containers and not runtime.sandboxes
-    finally:
-        await node.stop()
 
 
 async def test_a_force_deleted_pod_is_stopped_within_its_deletion_grace_not_its_specs(tmp_path):
-    runtime, kube = FakeRuntime(clock), FakeKube()
-    runtime.behave("app", ignores_sigterm=True)
-    spec = pod(terminationGracePeriodSeconds=500)
-    kube.objects[PATH] = copy.deepcopy(spec.raw)
-    node = Core(runtime, tmp_path, kube).start()
-    try:
-        node.dispatcher.set_pods([spec], "api")
-        await until(lambda: node.status().get("phase") == "Running")
+    kube, spec = FakeKube(), pod(terminationGracePeriodSeconds=500)
+    async with running_api_pod(tmp_path, spec, kube) as (runtime, node):
         began = asyncio.get_running_loop().time()
         del kube.objects[PATH]  # gone at once: the source hands it over deleted, then without it
         node.dispatcher.set_pods([deleted(spec, 0)], "api")
@@ -71,8 +73,6 @@ async def test_a_force_deleted_pod_is_stopped_within_its_deletion_grace_not_its_
         assert asyncio.get_running_loop().time() - began < 5
         assert [(name, grace) for name, grace, _ in runtime.stops] == [("app", 0)]
         assert node.statuses.get("uid-web") is None  # nothing left to report for it
-    finally:
-        await node.stop()
 
 
 class FinalizerKube(FakeKube):
