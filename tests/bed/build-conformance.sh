@@ -40,11 +40,7 @@ exec 9>"$OUT/.lock"
 flock 9
 if built; then echo "e2e.test, ginkgo, agnhost and nnp $WANT already built in $BIN"; exit 0; fi
 
-command -v go >/dev/null || export PATH=/usr/local/go/bin:$PATH
-export GOMODCACHE=$CACHE/go/mod GOCACHE=$CACHE/go/build
-export GOFLAGS="-mod=mod -buildvcs=false" GOTOOLCHAIN=local GOWORK=off
-# What Kubernetes' own build (hack/lib/golang.sh) uses for release binaries, test binaries included.
-TAGS=selinux,notest,grpcnotrace
+k8s_go_env
 say() { echo "[build-conformance $(date +%T)] $*"; }
 say "building e2e.test, ginkgo, agnhost and nnp $WANT with $(go version) into $BIN"
 

@@ -38,13 +38,7 @@ exec 9>"$OUT/.lock"
 flock 9
 if built; then echo "control plane $WANT already built in $BIN"; exit 0; fi
 
-command -v go >/dev/null || export PATH=/usr/local/go/bin:$PATH
-# The module and build caches live beside the binaries so a rebuild (e.g. a
-# new patch release) reuses most of the work.
-export GOMODCACHE=$CACHE/go/mod GOCACHE=$CACHE/go/build
-export GOFLAGS="-mod=mod -buildvcs=false" GOTOOLCHAIN=local GOWORK=off
-# Kubernetes' own build (hack/lib/golang.sh) uses these tags for release builds.
-TAGS=selinux,notest,grpcnotrace
+k8s_go_env
 say() { echo "[build-control-plane $(date +%T)] $*"; }
 say "building $WANT with $(go version) into $BIN"
 

@@ -5,6 +5,16 @@
 # directives, which Go ignores in a dependency; a throwaway module that requires it mirrors each
 # of them with the published v0.X.Y of the same release.
 
+# k8s_go_env: the Go toolchain and caches every build uses. The module and build caches live
+# under $CACHE/go, shared by the builds, so a later build (or a new patch release) reuses most of
+# the work; TAGS are what Kubernetes' own build (hack/lib/golang.sh) uses for release binaries.
+k8s_go_env() {
+  command -v go >/dev/null || export PATH=/usr/local/go/bin:$PATH
+  export GOMODCACHE=$CACHE/go/mod GOCACHE=$CACHE/go/build
+  export GOFLAGS="-mod=mod -buildvcs=false" GOTOOLCHAIN=local GOWORK=off
+  TAGS=selinux,notest,grpcnotrace
+}
+
 # k8s_module NAME: write go.mod in the current directory for module NAME, requiring
 # k8s.io/kubernetes $K8S_VERSION with its staging modules replaced; sets k8s_dir (its source).
 k8s_module() {
