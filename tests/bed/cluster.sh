@@ -128,7 +128,14 @@ start() {
   say "starting $name"
   # setsid: the daemons outlive the shell (or make) that started them.
   setsid "$BIN/$name" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
-  echo $! >"$RUN/$name.pid"
+  local pid=$! i
+  echo "$pid" >"$RUN/$name.pid"
+  # Until setsid has exec'd the program, the PID's command line is setsid's, and pid_of (so
+  # wait_for) would take a slow start on a busy machine for an exit.
+  for ((i = 0; i < 100; i++)); do
+    { pid_of "$name" >/dev/null || ! kill -0 "$pid" 2>/dev/null; } && break
+    sleep 0.1
+  done
 }
 
 # wait_for NAME CMD...: poll CMD until it succeeds, NAME dies, or the deadline passes.
