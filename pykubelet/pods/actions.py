@@ -82,6 +82,12 @@ def compute_pod_actions(pod: Pod, state: PodRuntimeState, unhealthy: dict[str, s
     actions = PodActions(sandbox_id=sandbox.id, attempt=sandbox.attempt)
     wanted = {c.name for c in (*pod.init_containers, *pod.containers, *pod.ephemeral_containers)}
     if not _init_progress(pod, state, sandbox.id, actions, unstarted):
+        # The sidecars already running are replaced during initialization too (a startup probe
+        # that gave up before the next init container may start), as with the kubelet.
+        for container in pod.init_containers:
+            latest = state.latest(container.name)
+            if container.is_sidecar and _is_running(latest):
+                _replace_if_needed(pod, container, latest, sandbox.id, unhealthy, actions)
         _kill_unwanted(state, wanted, actions)
         return actions
     for container in (*(c for c in pod.init_containers if c.is_sidecar), *pod.containers):
@@ -89,21 +95,30 @@ def compute_pod_actions(pod: Pod, state: PodRuntimeState, unhealthy: dict[str, s
         if not _is_running(latest):
             if should_restart(latest, "Always" if container.is_sidecar else pod.restart_policy):
                 actions.start.append(container.name)
-        elif latest.hash != container_hash(container):
-            actions.kill[latest.id] = "Container definition changed"
-            actions.start.append(container.name)
-        elif latest.sandbox_id != sandbox.id:
-            actions.kill[latest.id] = "Container runs in an old sandbox"
-            actions.start.append(container.name)
-        elif latest.id in unhealthy:
-            actions.kill[latest.id] = unhealthy[latest.id]
-            if container.is_sidecar or pod.restart_policy != "Never":
-                actions.start.append(container.name)
+        else:
+            _replace_if_needed(pod, container, latest, sandbox.id, unhealthy, actions)
     for container in pod.ephemeral_containers:
         if state.latest(container.name) is None:  # started once, in the running pod; never again
             actions.start.append(container.name)
     _kill_unwanted(state, wanted, actions)
     return actions
+
+
+def _replace_if_needed(pod: Pod, container: Container, latest: ContainerState, sandbox_id: str,
+                       unhealthy: dict[str, str], actions: PodActions) -> None:
+    """A running container is killed and started again when its spec changed, it runs in an old
+    sandbox, or its liveness or startup probe gave up (then restarted per restartPolicy)."""
+    if latest.hash != container_hash(container):
+        actions.kill[latest.id] = "Container definition changed"
+    elif latest.sandbox_id != sandbox_id:
+        actions.kill[latest.id] = "Container runs in an old sandbox"
+    elif latest.id in unhealthy:
+        actions.kill[latest.id] = unhealthy[latest.id]
+        if pod.restart_policy == "Never" and not container.is_sidecar:
+            return
+    else:
+        return
+    actions.start.append(container.name)
 
 
 def _kill_unwanted(state: PodRuntimeState, wanted: set[str], actions: PodActions) -> None:

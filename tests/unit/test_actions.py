@@ -194,3 +194,19 @@ def test_the_app_waits_for_a_sidecar_until_its_startup_probe_succeeded():
     proxy = container(pod, "proxy", RUNNING, hash=container_hash(pod.init_containers[0]))
     assert compute_pod_actions(pod, state([sandbox()], [proxy]), unstarted={proxy.id}).start == []
     assert compute_pod_actions(pod, state([sandbox()], [proxy])).start == ["app"]
+
+
+def test_a_sidecar_whose_startup_probe_gave_up_is_restarted_before_the_app_starts():
+    pod = parse_pod({"metadata": {"name": "p", "uid": "uid1"}, "spec": {
+        "initContainers": [{"name": "proxy", "image": "busybox:1.36", "restartPolicy": "Always",
+                            "startupProbe": {"exec": {"command": ["ready"]}}},
+                           {"name": "setup", "image": "busybox:1.36"}],
+        "containers": [{"name": "app", "image": "busybox:1.36"}]}}, where="test")
+    proxy = container(pod, "proxy", RUNNING, hash=container_hash(pod.init_containers[0]))
+    gave_up = {proxy.id: "Container proxy failed startup probe, will be restarted"}
+    actions = compute_pod_actions(pod, state([sandbox()], [proxy]), gave_up, unstarted={proxy.id})
+    assert actions.kill == gave_up and actions.start == ["proxy"]
+    # Once started, one whose liveness probe gives up while the next init container runs, too.
+    setup = container(pod, "setup", RUNNING, hash=container_hash(pod.init_containers[1]))
+    actions = compute_pod_actions(pod, state([sandbox()], [proxy, setup]), gave_up)
+    assert actions.kill == gave_up and actions.start == ["proxy"]
