@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup venv control-plane run test unit bench soak proto cluster cluster-down
+.PHONY: setup venv control-plane run test unit bench soak proto cluster cluster-down conformance
 
 setup: venv ## system packages, containerd (our config), CNI, local images, .venv
 	bash tests/bed/setup.sh
@@ -19,6 +19,9 @@ $(VENV)/.installed: pyproject.toml
 
 control-plane: ## build the Kubernetes binaries the cluster tests run (once; cached in /var/cache/pykubelet/k8s)
 	bash tests/bed/build-control-plane.sh
+
+conformance: setup control-plane ## Kubernetes' own [NodeConformance] e2e specs on one pykubelet node; NODE=kubelet: the real kubelet (CONFORMANCE_FOCUS, CONFORMANCE_SKIP, CONFORMANCE_PROCS)
+	$(PY) -m tests.conformance.run
 
 run: setup ## pykubelet standalone on manifests/, in the foreground
 	$(VENV)/bin/pykubelet --pod-manifest-path manifests

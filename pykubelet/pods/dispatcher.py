@@ -34,6 +34,9 @@ class PodDispatcher:
         self._by_source: dict[str, dict[str, Pod]] = {}
         self._stopping = False
         self._terminated_at: dict[str, int] = {}  # uid -> the runtime cache's mark when its worker finished
+        # Deleted pods this node has stopped and asked the apiserver to forget: finalizers may keep
+        # them there a while, and their updates must not terminate or delete them again.
+        self._deleted: set[str] = set()
 
     def _start_worker(self, uid: str, pod: Pod | None) -> PodWorker:
         worker = PodWorker(uid, pod, self.deps, self._worker_done)
@@ -56,6 +59,9 @@ class PodDispatcher:
                 log.error("Could not hand a pod to its worker; this is a pykubelet bug", exc_info=e, pod=pod.full_name)
         for uid in self.desired.keys() - new.keys():
             pod = self.desired[uid]
+            if uid in self._deleted:
+                self._deleted.discard(uid)
+                continue
             if uid in self.rejected:
                 self.rejected.discard(uid)
                 self.statuses.remove(uid)
@@ -75,7 +81,7 @@ class PodDispatcher:
             worker.update(pod)
 
     def _terminate(self, uid: str, pod: Pod, worker: PodWorker | None, grace: int | None, why: str) -> None:
-        if worker is not None and worker.terminating:
+        if worker is not None and worker.terminating or worker is None and uid in self._deleted:
             return
         log.info(f"{why}; terminating", pod=pod.full_name, uid=uid)
         self.deps.history.terminating(pod, why, grace)
@@ -83,10 +89,10 @@ class PodDispatcher:
             if uid in self._terminated_at or pod.api_phase in TERMINAL_PHASES and uid not in self.desired:
                 # Nothing of it runs here; only the apiserver still has to forget it.
                 if pod.deletion_timestamp:
-                    self.statuses.finish_deletion(pod)
+                    self._finish_deletion(pod)
                 return
             worker = self._start_worker(uid, pod)
-        worker.terminate(grace)
+        worker.terminate(grace, pod)
 
     def _admitted(self, pod: Pod) -> bool:
         if pod.api_phase in TERMINAL_PHASES:
@@ -136,13 +142,18 @@ class PodDispatcher:
         self._terminated_at[uid] = self.deps.cache.mark()
         pod = self.desired.get(uid)
         if pod is None:
+            self.statuses.remove(uid)  # gone from every source: no status to write or delete
             return
         if pod.deletion_timestamp:
-            self.statuses.finish_deletion(pod)
+            self._finish_deletion(pod)
         else:
             # Terminated while a source added it again (same content, same UID): run it anew.
             self._terminated_at.pop(uid, None)
             self._start_worker(uid, pod)
+
+    def _finish_deletion(self, pod: Pod) -> None:
+        self._deleted.add(pod.uid)
+        self.statuses.finish_deletion(pod)
 
     async def stop(self) -> None:
         """Cancel every worker: the agent stops, the pods keep running."""

@@ -24,6 +24,12 @@ KUBEPODS = "kubepods"  # the top of the pods' cgroups (cgroupfs layout)
 QOS_TIERS = ("", "burstable", "besteffort")
 
 
+def kubepods_under(cgroup_root: str) -> str:
+    """The pods' cgroup relative to each hierarchy: kubepods, or <cgroupRoot>/kubepods (the
+    kubelet's --cgroup-root, which keeps a node's pods apart from another node's on one machine)."""
+    return os.path.join(cgroup_root.strip("/"), KUBEPODS) if cgroup_root.strip("/") else KUBEPODS
+
+
 def pod_cgroup_dirs(uid: str, root: str = CGROUP_ROOT, kubepods: str = KUBEPODS) -> list[str]:
     """Every existing directory of the pod's cgroup, one per hierarchy (v1 and unified)."""
     out = []
@@ -69,13 +75,13 @@ def _holds_processes(path: str) -> bool:
 
 
 def orphaned_pod_cgroups(known: set[str], quiet_seconds: float, root: str = CGROUP_ROOT,
-                         clock: Callable[[], float] = time.time) -> list[str]:
+                         clock: Callable[[], float] = time.time, kubepods: str = KUBEPODS) -> list[str]:
     """UIDs of pod cgroups that no pod owns: not in `known`, holding no process, and untouched for
     `quiet_seconds` (the kubelet's cleanupOrphanedPodCgroups, with one caution of ours: several
     nodes of a test bed share one cgroup tree, and another node's pod has its cgroup a moment
     before its sandbox starts in it)."""
     orphans = []
-    for uid, paths in pod_cgroups(root).items():
+    for uid, paths in pod_cgroups(root, kubepods).items():
         if uid in known:
             continue
         try:
@@ -87,10 +93,10 @@ def orphaned_pod_cgroups(known: set[str], quiet_seconds: float, root: str = CGRO
     return orphans
 
 
-def remove_pod_cgroups(uid: str, root: str = CGROUP_ROOT) -> None:
+def remove_pod_cgroups(uid: str, root: str = CGROUP_ROOT, kubepods: str = KUBEPODS) -> None:
     """rmdir the pod's cgroups, deepest first (a cgroup directory goes with rmdir, not unlink)."""
     try:
-        paths = pod_cgroup_dirs(uid, root)
+        paths = pod_cgroup_dirs(uid, root, kubepods)
     except OSError:
         return
     for path in paths:

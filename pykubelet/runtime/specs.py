@@ -14,7 +14,7 @@ from pykubelet.runtime.cgroups import CGROUP_ROOT, KUBEPODS
 from pykubelet.runtime.dns import ClusterDNS, dns_config
 from pykubelet.runtime.env import EnvSources, PodFacts, container_env, expand_command
 from pykubelet.runtime.resources import GUARANTEED, linux_resources, qos_class
-from pykubelet.runtime.security import linux_security
+from pykubelet.runtime.security import linux_security, sandbox_privileged
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,8 @@ class NodeFacts:
     """podLogsDir: one directory of container logs per pod (runtime/paths.py)."""
     cgroup_root: str = CGROUP_ROOT
     """Where the cgroup hierarchies are mounted (the pod cgroups are made under them)."""
+    kubepods: str = KUBEPODS
+    """The pods' cgroup within each hierarchy (cgroups.kubepods_under: --cgroup-root)."""
 
 _PROTOCOLS = {"TCP": api.TCP, "UDP": api.UDP, "SCTP": api.SCTP}
 
@@ -58,15 +60,16 @@ def _namespace_options(pod: Pod) -> api.NamespaceOption:
     )
 
 
-def pod_cgroup_parent(pod: Pod) -> str:
+def pod_cgroup_parent(pod: Pod, kubepods: str = KUBEPODS) -> str:
     """The pod's cgroup in the kubelet's cgroupfs layout: /kubepods/pod<uid> for Guaranteed pods,
     /kubepods/burstable/pod<uid> and /kubepods/besteffort/pod<uid> for the others."""
     qos = qos_class(pod)
     tier = "" if qos == GUARANTEED else f"{qos.lower()}/"
-    return f"/{KUBEPODS}/{tier}pod{pod.uid}"
+    return f"/{kubepods}/{tier}pod{pod.uid}"
 
 
-def sandbox_config(pod: Pod, attempt: int, logs_root: str, dns: ClusterDNS | None = None) -> api.PodSandboxConfig:
+def sandbox_config(pod: Pod, attempt: int, logs_root: str, dns: ClusterDNS | None = None,
+                   kubepods: str = KUBEPODS) -> api.PodSandboxConfig:
     port_mappings = [
         api.PortMapping(protocol=_PROTOCOLS[p.protocol], container_port=p.container_port,
                         host_port=p.host_port, host_ip=p.host_ip)
@@ -82,8 +85,9 @@ def sandbox_config(pod: Pod, attempt: int, logs_root: str, dns: ClusterDNS | Non
         labels=labels.pod_labels(pod),
         annotations=pod.annotations,
         linux=api.LinuxPodSandboxConfig(
-            cgroup_parent=pod_cgroup_parent(pod),
-            security_context=api.LinuxSandboxSecurityContext(namespace_options=_namespace_options(pod)),
+            cgroup_parent=pod_cgroup_parent(pod, kubepods),
+            security_context=api.LinuxSandboxSecurityContext(namespace_options=_namespace_options(pod),
+                                                             privileged=sandbox_privileged(pod)),
             sysctls=pod.sysctls,
         ),
     )

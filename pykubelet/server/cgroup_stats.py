@@ -50,10 +50,10 @@ def cgroup_usage(relative: str, root: str = CGROUP_ROOT) -> CgroupUsage | None:
                        stat.get("total_pgfault", 0), stat.get("total_pgmajfault", 0))
 
 
-def pod_cgroup(uid: str, root: str = CGROUP_ROOT) -> str | None:
+def pod_cgroup(uid: str, root: str = CGROUP_ROOT, kubepods: str = KUBEPODS) -> str | None:
     """The pod's cgroup relative to a hierarchy (kubepods/[tier/]pod<uid>), if it exists."""
     for tier in QOS_TIERS:
-        relative = os.path.join(KUBEPODS, tier, f"pod{uid}")
+        relative = os.path.join(kubepods, tier, f"pod{uid}")
         if os.path.isdir(os.path.join(root, "memory", relative)):
             return relative
     return None

@@ -26,9 +26,8 @@ exec 9>"$OUT/.lock"  # the same lock: never two Go builds in one module cache at
 flock 9
 if built; then echo "kube-proxy $K8S_VERSION already built in $BIN"; exit 0; fi
 
-command -v go >/dev/null || export PATH=/usr/local/go/bin:$PATH
-export GOMODCACHE=$CACHE/go/mod GOCACHE=$CACHE/go/build
-export GOFLAGS="-mod=mod -buildvcs=false" GOTOOLCHAIN=local GOWORK=off
+source "$here/k8s-module.sh"
+k8s_go_env
 
 src=$OUT/src/kube-proxy
 mkdir -p "$src"
@@ -39,11 +38,9 @@ cd "$src"
 t0=$SECONDS
 say "resolving kube-proxy's module graph"
 go mod tidy
-# The release stamps (tests/bed/version-ldflags.sh).
-source "$here/version-ldflags.sh"
-ldflags=$(version_ldflags "$K8S_VERSION")
+ldflags=$(k8s_ldflags)
 say "building kube-proxy (a few minutes on 2 cores; the go build prints nothing meanwhile)"
-CGO_ENABLED=0 go build -p 2 -trimpath -tags selinux,notest,grpcnotrace -ldflags "$ldflags" \
+CGO_ENABLED=0 go build -p 2 -trimpath -tags "$TAGS" -ldflags "$ldflags" \
   -o "$BIN/.kube-proxy.new" k8s.io/kubernetes/cmd/kube-proxy
 mv -f "$BIN/.kube-proxy.new" "$BIN/kube-proxy"
 echo "$WANT" >"$STAMP"

@@ -15,7 +15,9 @@
 # Environment: PYKUBELET_CLUSTER_DIR (state; default <repo>/.cluster, git-ignored),
 # PYKUBELET_API_PORT (6443), PYKUBELET_ETCD_PORT (2379; peer = +1),
 # PYKUBELET_CM_PORT (10257), PYKUBELET_SCHED_PORT (10259), PYKUBELET_API_ADVERTISE_ADDRESS
-# (10.250.0.1: the "kubernetes" Service's endpoint, on the multi-node LAN),
+# (10.250.0.1: the "kubernetes" Service's endpoint, on the multi-node LAN), PYKUBELET_CLUSTER_CIDR
+# (the pods' range nodes' podCIDRs come from, 10.244.0.0/16: a second cluster whose node shares
+# this machine's network with the first one's needs another),
 # PYKUBELET_CLUSTER_WAIT (seconds per readiness wait, 120), K8S_VERSION, PYKUBELET_CACHE.
 set -euo pipefail
 
@@ -35,6 +37,7 @@ WAIT=${PYKUBELET_CLUSTER_WAIT:-120}
 SERVER=https://127.0.0.1:$API_PORT
 ADVERTISE=${PYKUBELET_API_ADVERTISE_ADDRESS:-10.250.0.1}
 SERVICE_CIDR=10.96.0.0/12
+CLUSTER_CIDR=${PYKUBELET_CLUSTER_CIDR:-10.244.0.0/16}
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 
 say() { echo "cluster: $*" >&2; }
@@ -127,7 +130,14 @@ start() {
   [[ -z $(ss -Hltn "sport = :$port") ]] || die "port $port is taken: $(ss -Hltnp "sport = :$port" | grep -o 'users:.*')"
   say "starting $name"
   detach "$BIN/$name" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null
-  echo $! >"$RUN/$name.pid"
+  local pid=$! i
+  echo "$pid" >"$RUN/$name.pid"
+  # Until the subshell has exec'd the program, the PID's command line is the shell's or setsid's,
+  # and pid_of (so wait_for) would take a slow start on a busy machine for an exit.
+  for ((i = 0; i < 100; i++)); do
+    { pid_of "$name" >/dev/null || ! kill -0 "$pid" 2>/dev/null; } && break
+    sleep 0.1
+  done
 }
 
 # wait_for NAME CMD...: poll CMD until it succeeds, NAME dies, or the deadline passes.
@@ -191,7 +201,7 @@ up() {
     --controllers '*,bootstrapsigner,tokencleaner' --use-service-account-credentials \
     --service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
     --cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key" \
-    --allocate-node-cidrs --cluster-cidr 10.244.0.0/16 --node-cidr-mask-size 24 \
+    --allocate-node-cidrs --cluster-cidr "$CLUSTER_CIDR" --node-cidr-mask-size 24 \
     --service-cluster-ip-range "$SERVICE_CIDR" --node-monitor-grace-period 40s
   start kube-scheduler "$SCHED_PORT" --bind-address 127.0.0.1 --secure-port "$SCHED_PORT" --leader-elect=false \
     --kubeconfig "$sched" --authentication-kubeconfig "$sched" --authorization-kubeconfig "$sched"

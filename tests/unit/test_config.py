@@ -266,3 +266,13 @@ def test_kubelet_api_settings_from_nested_fields_and_flags(tmp_path):
 def test_bad_kubelet_api_fields_name_the_nested_field(tmp_path, body, where):
     with pytest.raises(ConfigError, match=where):
         settings("--config", str(write_config(tmp_path, body)), "--hostname-override", "n1")
+
+
+def test_cgroup_root_from_the_file_or_the_flag():
+    assert Settings().pods.cgroup_root == ""
+    assert settings("--cgroup-root", "/pkl-conformance").pods.cgroup_root == "/pkl-conformance"
+
+
+def test_cgroup_root_field_is_applied(tmp_path):
+    s = settings("--config", str(write_config(tmp_path, "cgroupRoot: /node-b\n")))
+    assert s.pods.cgroup_root == "/node-b"
