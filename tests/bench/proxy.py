@@ -68,8 +68,10 @@ class Node:
         sh("ip", "netns", "del", NETNS, check=False)
         sh("ip", "netns", "add", NETNS)
         sh("ip", "-n", NETNS, "link", "set", "lo", "up")
-        # An interface, a default route and the endpoint's address, as a node has.
-        sh("ip", "-n", NETNS, "link", "add", "d0", "type", "dummy")
+        # An interface, a default route and the endpoint's address, as a node has. A veth pair with
+        # both ends inside (kernels without the dummy driver, as this test bed's, still have veth).
+        sh("ip", "-n", NETNS, "link", "add", "d0", "type", "veth", "peer", "name", "d1")
+        sh("ip", "-n", NETNS, "link", "set", "d1", "up")
         sh("ip", "-n", NETNS, "link", "set", "d0", "up")
         sh("ip", "-n", NETNS, "addr", "add", "10.250.99.1/24", "dev", "d0")
         sh("ip", "-n", NETNS, "addr", "add", f"{SERVER_IP}/32", "dev", "d0")
