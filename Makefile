@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup vm-setup venv control-plane run test unit bench soak proto cluster cluster-down install uninstall vagrant-test
+.PHONY: setup vm-setup venv control-plane run test unit bench soak proto cluster cluster-down conformance install uninstall vagrant-test
 
 setup: venv ## system packages, containerd (our config), CNI, local images, .venv
 	bash tests/bed/setup.sh
@@ -20,6 +20,9 @@ $(VENV)/.installed: pyproject.toml
 control-plane: ## build the Kubernetes binaries the cluster tests run (once; cached in /var/cache/pykubelet/k8s)
 	bash tests/bed/build-control-plane.sh
 
+conformance: setup control-plane ## Kubernetes' own [NodeConformance] e2e specs on one pykubelet node; NODE=kubelet: the real kubelet (CONFORMANCE_FOCUS, CONFORMANCE_SKIP, CONFORMANCE_PROCS)
+	$(PY) -m tests.conformance.run
+
 run: setup ## pykubelet standalone on manifests/, in the foreground
 	$(VENV)/bin/pykubelet --pod-manifest-path manifests
 
@@ -32,7 +35,7 @@ test: setup control-plane vm-setup ## unit + runtime, cluster, multi-node, kubea
 unit: venv ## only the tests that need no runtime
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-bench: setup ## pod startup (CRI floor vs pykubelet; the real kubelet vs pykubelet on a cluster); agent vs runtime network mode; the kubelet API (exec, logs, stats), density at maxPods and churn vs the real kubelet; kubeadm join vs the real kubelet
+bench: setup ## pod startup (CRI floor vs pykubelet; the real kubelet vs pykubelet on a cluster); agent vs runtime network mode; the kubelet API (exec, logs, stats), density at maxPods and churn vs the real kubelet; kubeadm join vs the real kubelet; Service proxying vs the real kube-proxy
 	$(PY) -m tests.bench.startup
 	$(PY) -m tests.bench.cluster_startup
 	$(PY) -m tests.bench.network
@@ -40,6 +43,7 @@ bench: setup ## pod startup (CRI floor vs pykubelet; the real kubelet vs pykubel
 	$(PY) -m tests.bench.density
 	$(PY) -m tests.bench.churn
 	$(PY) -m tests.bench.kubeadm
+	$(PY) -m tests.bench.proxy
 
 soak: setup ## the long versions of the fuzz and fault suites (CI runs a sample of each)
 	HYPOTHESIS_PROFILE=soak PYKUBELET_FUZZ_MANIFESTS=1000 PYKUBELET_OUTAGE_SECONDS=120 PYKUBELET_CHURN_CYCLES=500 \

@@ -42,6 +42,7 @@ from pykubelet.pods.worker import WorkerDeps
 from pykubelet.probes.manager import ProbeManager
 from pykubelet.runtime.dns import ClusterDNS
 from pykubelet.runtime.images import ImageManager
+from pykubelet.runtime.cgroups import kubepods_under
 from pykubelet.runtime.specs import NodeFacts
 from pykubelet.server import local
 from pykubelet.server.stats import IMAGEFS_DIR
@@ -170,7 +171,7 @@ class Agent:
             allocatable={"cpu": float(host_info.cpus), "memory": float(allocatable.memory_bytes)},
             dns=ClusterDNS(tuple(s.cluster.cluster_dns), s.cluster.cluster_domain, s.cluster.resolv_conf),
             root_dir=s.root_dir, seccomp_root=os.path.join(s.root_dir, "seccomp"), pod_logs_dir=s.pods.pod_logs_dir,
-            cgroup_driver=s.runtime.cgroup_driver)
+            cgroup_driver=s.runtime.cgroup_driver, kubepods=kubepods_under(s.pods.cgroup_root))
         history = p.history = PodHistory(cni_chain=lambda: runtime_cni_chain(s.network.cni_conf_dir))
         syncer = PodSyncer(p.cri, ImageManager(p.cri, Backoff()), Backoff(), p.recorder, node_facts, p.api_clients,
                            history)
@@ -256,7 +257,8 @@ class Agent:
             tasks.loop("status-manager", p.statuses.run())
             tasks.loop("events", p.recorder.run())
         tasks.loop("pleg", p.pleg.run())
-        tasks.loop("housekeeping", housekeeping(p.dispatcher, p.cache, p.pleg.relisted, sources_ready, s.root_dir))
+        tasks.loop("housekeeping", housekeeping(p.dispatcher, p.cache, p.pleg.relisted, sources_ready, s.root_dir,
+                                                kubepods_under(s.pods.cgroup_root)))
         if s.server.healthz_port:
             runner = await local.serve(local.build_app(p.statuses, p.health, self._debug(p)),
                                        s.server.healthz_bind_address, s.server.healthz_port)

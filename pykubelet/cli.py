@@ -1,5 +1,6 @@
 """The `pykubelet` command: the agent by default; `pods`, `cri` and `leaks` to look at a node;
-`explain pod` and `doctor` to ask it what is wrong."""
+`explain pod` and `doctor` to ask it what is wrong; `proxy` for kube-proxy's job (Service IPs to
+endpoints) on the node."""
 
 from __future__ import annotations
 
@@ -39,6 +40,10 @@ def main(argv: list[str] | None = None) -> int:
         from pykubelet.tools import inspect
 
         return inspect.main(argv)
+    if argv and argv[0] == "proxy":
+        from pykubelet.proxy import server
+
+        return server.main(argv[1:])
     if argv and argv[0] == "explain":
         from pykubelet.diagnose import explain
 

@@ -98,6 +98,8 @@ class Pod:
     containers: tuple[Container, ...]
     init_containers: tuple[Container, ...] = ()
     """Run in order before the app containers; sidecars among them keep running."""
+    ephemeral_containers: tuple[Container, ...] = ()
+    """Added to a running pod (kubectl debug): each started once, never restarted, not probed."""
     restart_policy: str = "Always"
     termination_grace_period_seconds: int = DEFAULT_GRACE_SECONDS
     host_network: bool = False
@@ -162,9 +164,18 @@ class Pod:
         """hostAliases as (ip, hostnames)."""
         return [(a.get("ip", ""), list(a.get("hostnames") or [])) for a in self._spec("hostAliases") or []]
 
+    @property
+    def active_deadline_seconds(self) -> int | None:
+        """spec.activeDeadlineSeconds: how long the pod may be active on the node."""
+        value = self._spec("activeDeadlineSeconds")
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
     def hostname_and_domain(self, cluster_domain: str) -> tuple[str, str]:
         """The pod's hostname (spec.hostname, else its name, cut to 63 characters) and, with a
-        subdomain, its domain <subdomain>.<namespace>.svc.<clusterDomain>: the kubelet's rules."""
+        subdomain, its domain <subdomain>.<namespace>.svc.<clusterDomain>: the kubelet's rules.
+        spec.hostnameOverride, when set, is the hostname (cut the same way), with no domain."""
+        if override := self._spec("hostnameOverride"):
+            return override[:63].rstrip("-."), ""
         hostname = self._spec("hostname") or self.name[:63].rstrip("-.")
         subdomain = self._spec("subdomain") or ""
         return hostname, f"{subdomain}.{self.namespace}.svc.{cluster_domain}" if subdomain else ""
@@ -177,6 +188,7 @@ SUPPORTED_POD_FIELDS = frozenset({
     "schedulerName", "tolerations", "priority", "priorityClassName", "enableServiceLinks", "preemptionPolicy",
     "nodeSelector", "affinity", "automountServiceAccountToken", "terminationMessagePath", "volumes",
     "hostPID", "hostIPC", "shareProcessNamespace", "hostAliases", "hostname", "subdomain",
+    "hostnameOverride", "ephemeralContainers", "readinessGates", "activeDeadlineSeconds", "os",
 })
 NODE_LOCAL_VOLUME_TYPES = ("emptyDir", "hostPath")
 SUPPORTED_VOLUME_TYPES = (*NODE_LOCAL_VOLUME_TYPES, "configMap", "secret", "downwardAPI", "projected")
@@ -192,10 +204,10 @@ def unsupported_fields(pod: "Pod") -> list[str]:
     spec = pod.raw.get("spec") or {}
     out = [f"spec.{key}" for key, value in spec.items() if value not in (None, [], {}, False)
            and key not in SUPPORTED_POD_FIELDS]
-    for i, volume in enumerate(spec.get("volumes") or []):
-        kinds = [k for k in volume if k != "name"]
-        out += [f"spec.volumes[{i}].{k}" for k in kinds if k not in SUPPORTED_VOLUME_TYPES]
-    for kind, containers in (("initContainers", pod.init_containers), ("containers", pod.containers)):
+    out += [f"spec.volumes[{i}].{volume.kind}" for i, volume in enumerate(pod.volumes)
+            if volume.kind and volume.kind not in SUPPORTED_VOLUME_TYPES]
+    for kind, containers in (("initContainers", pod.init_containers), ("containers", pod.containers),
+                             ("ephemeralContainers", pod.ephemeral_containers)):
         for i, container in enumerate(containers):
             out += [f"spec.{kind}[{i}].{key}" for key, value in container.raw.items()
                     if value not in (None, [], {}, False) and key not in SUPPORTED_CONTAINER_FIELDS]

@@ -39,19 +39,23 @@ def _parse_port(r: _Reader, raw: Any, path: str) -> ContainerPort | None:
 
 
 def _requests(r: _Reader, container: dict[str, Any], path: str) -> tuple[int, int]:
-    """(cpu millicores, memory bytes) requested; limits stand in for missing requests, as in the API."""
+    """(cpu millicores, memory bytes) requested; limits stand in for missing requests, as in the API.
+    Every cpu and memory amount is checked here, limits too, so nothing later meets a bad one; a
+    null amount is a zero quantity, as the API decodes it."""
     resources = r.mapping(container.get("resources"), f"{path}.resources")
-    out = []
-    for key, parse in (("cpu", cpu_millis), ("memory", quantity_bytes)):
-        value = r.mapping(resources.get("requests"), f"{path}.resources.requests").get(key)
-        if value is None:
-            value = r.mapping(resources.get("limits"), f"{path}.resources.limits").get(key)
-        try:
-            out.append(parse(value) if value is not None else 0)
-        except ValueError:
-            r.fail(f"{path}.resources.requests.{key}", f"Invalid value: {value!r}: must be a quantity")
-            out.append(0)
-    return out[0], out[1]
+    amounts: dict[str, dict[str, int]] = {}
+    for kind in ("requests", "limits"):
+        given = r.mapping(resources.get(kind), f"{path}.resources.{kind}")
+        amounts[kind] = {}
+        for key, parse in (("cpu", cpu_millis), ("memory", quantity_bytes)):
+            if given.get(key) is None:
+                continue
+            try:
+                amounts[kind][key] = parse(given[key])
+            except ValueError:
+                r.fail(f"{path}.resources.{kind}.{key}", f"Invalid value: {given[key]!r}: must be a quantity")
+    requested = {key: amounts["requests"].get(key, amounts["limits"].get(key, 0)) for key in ("cpu", "memory")}
+    return requested["cpu"], requested["memory"]
 
 
 def _parse_container(r: _Reader, raw: Any, path: str, host_network: bool = False,
@@ -101,6 +105,20 @@ def _parse_container(r: _Reader, raw: Any, path: str, host_network: bool = False
     )
 
 
+# What the API forbids on an ephemeral container: it only runs, next to the others, for debugging.
+_NOT_FOR_EPHEMERAL = ("ports", "livenessProbe", "readinessProbe", "startupProbe", "lifecycle", "resources",
+                      "resizePolicy", "restartPolicy")
+
+
+def _parse_ephemeral(r: _Reader, obj: Any, path: str) -> Container | None:
+    """spec.ephemeralContainers[]: a container without ports, probes, hooks or resources."""
+    if isinstance(obj, dict):
+        for key in _NOT_FOR_EPHEMERAL:
+            if obj.get(key) not in (None, [], {}, ""):
+                r.fail(f"{path}.{key}", "Forbidden: cannot be set for an Ephemeral Container")
+    return _parse_container(r, obj, path, host_network=False)
+
+
 def _handler(value: Any) -> dict[str, Any] | None:
     return value if isinstance(value, dict) and value else None  # its fields: _check_node_local
 
@@ -120,12 +138,12 @@ def _parse_mounts(r: _Reader, container: dict[str, Any], path: str) -> list[Volu
 def _parse_volumes(r: _Reader, spec: dict[str, Any]) -> list[Volume]:
     volumes = []
     for i, item in enumerate(r.items(spec.get("volumes"), "spec.volumes")):
+        # A null entry decodes as an empty volume in the API, which its validation refuses: no name.
         volume = r.mapping(item, f"spec.volumes[{i}]")
-        if volume:
-            kind = next((k for k in volume if k != "name"), "")
-            source = volume.get(kind)
-            volumes.append(Volume(name=r.string(volume, "name", f"spec.volumes[{i}]"), kind=kind,
-                                  source=source if isinstance(source, dict) else {}))
+        kind = next((k for k in volume if k != "name"), "")
+        source = volume.get(kind)
+        volumes.append(Volume(name=r.string(volume, "name", f"spec.volumes[{i}]", required=True), kind=kind,
+                              source=source if isinstance(source, dict) else {}))
     return volumes
 
 
@@ -164,8 +182,11 @@ def parse_pod(raw: Any, where: str) -> Pod:
     containers = [_parse_container(r, c, f"spec.containers[{i}]", host_network) for i, c in enumerate(raw_containers)]
     init_containers = [_parse_container(r, c, f"spec.initContainers[{i}]", host_network, init=True)
                        for i, c in enumerate(r.items(spec.get("initContainers"), "spec.initContainers"))]
+    raw_ephemerals = r.items(spec.get("ephemeralContainers"), "spec.ephemeralContainers")
+    ephemerals = [_parse_ephemeral(r, c, f"spec.ephemeralContainers[{i}]") for i, c in enumerate(raw_ephemerals)]
     seen: set[str] = set()
-    for kind, group in (("initContainers", init_containers), ("containers", containers)):
+    for kind, group in (("initContainers", init_containers), ("containers", containers),
+                        ("ephemeralContainers", ephemerals)):
         for i, c in enumerate(group):
             if c and c.name in seen:
                 r.fail(f"spec.{kind}[{i}].name", f"Duplicate value: {c.name!r}")
@@ -177,6 +198,7 @@ def parse_pod(raw: Any, where: str) -> Pod:
         uid=r.string(meta, "uid", "metadata"),
         containers=tuple(c for c in containers if c),
         init_containers=tuple(c for c in init_containers if c),
+        ephemeral_containers=tuple(c for c in ephemerals if c),
         restart_policy=r.choice(spec, "restartPolicy", "spec", RESTART_POLICIES, "Always"),
         termination_grace_period_seconds=r.integer(
             spec, "terminationGracePeriodSeconds", "spec", DEFAULT_GRACE_SECONDS, 0, 2**31 - 1),
@@ -193,7 +215,7 @@ def parse_pod(raw: Any, where: str) -> Pod:
     if sum(len(k) + len(v) for k, v in pod.annotations.items()) > ANNOTATIONS_LIMIT_BYTES:
         r.fail("metadata.annotations", f"Too long: must have at most {ANNOTATIONS_LIMIT_BYTES} bytes")
     raw_inits = spec.get("initContainers")
-    _check_node_local(r, spec, raw_containers, raw_inits if isinstance(raw_inits, list) else [])
+    _check_node_local(r, spec, raw_containers, raw_inits if isinstance(raw_inits, list) else [], raw_ephemerals)
     if r.errors:
         raise InvalidObject(where, "Pod", name, r.errors)
     return pod
@@ -204,7 +226,8 @@ _HANDLERS = ("exec", "httpGet", "tcpSocket", "sleep")
 _SYSCTL_NAME = re.compile(r"^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$")
 
 
-def _check_node_local(r: _Reader, spec: dict[str, Any], containers: list[Any], init_containers: list[Any]) -> None:
+def _check_node_local(r: _Reader, spec: dict[str, Any], containers: list[Any], init_containers: list[Any],
+                      ephemerals: list[Any] = ()) -> None:
     """Validation of the node-local fields (namespaces, sysctls, hostAliases, hostname,
     termination messages, lifecycle hooks) that the Pod properties above read."""
     for key in ("hostPID", "hostIPC", "shareProcessNamespace"):
@@ -215,6 +238,11 @@ def _check_node_local(r: _Reader, spec: dict[str, Any], containers: list[Any], i
         value = r.string(spec, key, "spec")
         if value and not _DNS1123_LABEL.match(value):
             r.fail(f"spec.{key}", f"Invalid value: {value!r}: must be a lowercase RFC 1123 label")
+    override = r.string(spec, "hostnameOverride", "spec")
+    if override and (len(override) > 253 or not _DNS1123_SUBDOMAIN.match(override)):
+        r.fail("spec.hostnameOverride", f"Invalid value: {override!r}: must be a lowercase RFC 1123 subdomain")
+    if override and spec.get("hostNetwork"):
+        r.fail("spec.hostnameOverride", "Invalid value: hostnameOverride cannot be set when hostNetwork is true")
     ctx = r.mapping(spec.get("securityContext"), "spec.securityContext")
     for i, item in enumerate(r.items(ctx.get("sysctls"), "spec.securityContext.sysctls")):
         path = f"spec.securityContext.sysctls[{i}]"
@@ -236,7 +264,8 @@ def _check_node_local(r: _Reader, spec: dict[str, Any], containers: list[Any], i
         for j, hostname in enumerate(r.strings(alias, "hostnames", path)):
             if not _DNS1123_SUBDOMAIN.match(hostname):
                 r.fail(f"{path}.hostnames[{j}]", f"Invalid value: {hostname!r}: must be a lowercase RFC 1123 subdomain")
-    for kind, group in (("containers", containers), ("initContainers", init_containers)):
+    for kind, group in (("containers", containers), ("initContainers", init_containers),
+                        ("ephemeralContainers", ephemerals)):
         for i, container in enumerate(group):
             if not isinstance(container, dict):
                 continue

@@ -221,4 +221,19 @@ def _finish(settings: Settings) -> Settings:
         raise ConfigError("flag --bootstrap-kubeconfig: needs --kubeconfig, where the node's kubeconfig is written "
                           "after TLS bootstrap")
     cluster.cert_dir = cluster.cert_dir or os.path.join(os.path.abspath(settings.root_dir), "pki")
+    _check_cgroup_root(settings)
     return settings
+
+
+def _check_cgroup_root(settings: Settings) -> None:
+    """cgroupRoot is a cgroupfs path under either driver (the kubelet reads it so): with systemd its
+    parts become the slice names' parts (/pkl-a -> pkl_a.slice/pkl_a-kubepods.slice). A part
+    written as a slice (/kube.slice) would become kube.slice-kubepods.slice, never what was meant."""
+    root, driver = settings.pods.cgroup_root, settings.runtime.cgroup_driver
+    if driver == "systemd" and any(part.endswith(".slice") for part in root.split("/")):
+        parts = [p for p in root.split("/") if p]
+        last = max(i for i, p in enumerate(parts) if p.endswith(".slice"))  # a slice's name holds its parents
+        path = "/" + "/".join([*parts[last].removesuffix(".slice").split("-"), *parts[last + 1:]])
+        raise ConfigError(f"cgroupRoot {root!r}: with cgroupDriver systemd it is still a cgroupfs path whose "
+                          f"parts name the slices (/kube puts the pods in kube.slice/kube-kubepods.slice); "
+                          f"write {path!r}")

@@ -67,7 +67,6 @@ IGNORED: tuple[Option, ...] = (
     _ignored("kubeletCgroups", "kubelet-cgroups", text, "", NO_CGROUP_TREE),
     _ignored("systemCgroups", "system-cgroups", text, "", NO_CGROUP_TREE),
     _ignored("", "runtime-cgroups", text, "", NO_CGROUP_TREE),
-    _ignored("cgroupRoot", "cgroup-root", text, "", NO_CGROUP_TREE),
     _ignored("cgroupsPerQOS", "cgroups-per-qos", boolean, True),
     _ignored("systemReservedCgroup", "system-reserved-cgroup", text, "", NO_CGROUP_TREE),
     _ignored("kubeReservedCgroup", "kube-reserved-cgroup", text, "", NO_CGROUP_TREE),

@@ -46,6 +46,8 @@ OPTIONS: tuple[Option, ...] = (
            zero_is_default=Z),
     Option("pods.pod_logs_dir", v.text, "podLogsDir", "pod-logs-dir",
            "where container logs go (default /var/log/pods)", zero_is_default=Z),
+    Option("pods.cgroup_root", v.text, "cgroupRoot", "cgroup-root",
+           "cgroup the pods' kubepods cgroup goes under (default: the root, /kubepods)", zero_is_default=Z),
     Option("pods.allowed_unsafe_sysctls", v.sysctl_patterns, "allowedUnsafeSysctls", "allowed-unsafe-sysctls",
            "comma-separated unsafe sysctls or patterns (kernel.msg*) pods may set", repeatable=True),
     # --- local endpoints

@@ -42,6 +42,9 @@ class PodSettings:
     """maxPods: pods this node runs at most; more are rejected."""
     pod_logs_dir: str = "/var/log/pods"
     """podLogsDir: where container logs are written, one directory per pod."""
+    cgroup_root: str = ""
+    """cgroupRoot / --cgroup-root: the cgroup the pods' `kubepods` cgroup goes under, in every
+    hierarchy; empty: the hierarchies' root (/kubepods)."""
     allowed_unsafe_sysctls: list[str] = field(default_factory=list)
     """allowedUnsafeSysctls / --allowed-unsafe-sysctls: sysctls (or `prefix*`) pods may set besides
     the safe ones; each must be namespaced (kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*, net.*)."""

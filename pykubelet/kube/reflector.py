@@ -31,7 +31,8 @@ def _key(obj: dict[str, Any]) -> str:
 
 class Reflector:
     def __init__(self, kube: KubeClient, path: str, query: dict[str, Any], on_change: Callable[[Objects], None],
-                 what: str, done: Callable[[], bool] = lambda: False, forbidden_is_transient: bool = False):
+                 what: str, done: Callable[[], bool] = lambda: False, forbidden_is_transient: bool = False,
+                 on_deleted: Callable[[dict[str, Any]], None] | None = None):
         self.kube = kube
         self.path = path
         self.query = query
@@ -40,6 +41,7 @@ class Reflector:
         self.done = done  # checked after every change: run() returns once it is true
         # A node is refused a pod's objects until the Node authorizer has seen the pod bound.
         self.forbidden_is_transient = forbidden_is_transient
+        self.on_deleted = on_deleted  # given a deleted object as it was last, before the set without it
         self.ready = asyncio.Event()  # set after the first list was handed over
         self.objects: Objects = {}
         self._version = ""  # resourceVersion to watch from; "" means list first
@@ -69,6 +71,8 @@ class Reflector:
             if kind == "BOOKMARK":
                 continue
             if kind == "DELETED":
+                if self.on_deleted is not None:
+                    self.on_deleted(obj)
                 self.objects.pop(_key(obj), None)
             else:
                 self.objects[_key(obj)] = obj

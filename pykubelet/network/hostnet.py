@@ -10,6 +10,7 @@ from typing import Any, Iterable
 
 from pyroute2.netlink.exceptions import NetlinkError
 
+from pykubelet.config import NetworkSettings
 from pykubelet.util.log import get_logger
 from pykubelet.util.netns import iproute
 
@@ -18,7 +19,8 @@ log = get_logger(__name__)
 # Our routes carry their own protocol number, so a restarted agent finds (and drops) the ones
 # whose node is gone without touching anybody else's.
 RTPROT_PYKUBELET = 0x70  # 112: not in iproute2's rt_protos
-MASQ_CHAIN = "PYKUBELET-POSTROUTING"
+MASQ_CHAIN = "PYKUBELET-POSTROUTING"  # the default bridge's
+DEFAULT_BRIDGE = NetworkSettings.bridge
 MULTICAST = "224.0.0.0/4"
 COMMAND_TIMEOUT = 30.0
 
@@ -44,9 +46,26 @@ async def run_in(netns: str, *argv: str, stdin: bytes = b"") -> str:
     return out.decode()
 
 
+def masquerade_chain(bridge: str) -> str:
+    """The nat chain of one node's masquerade rules. Two nodes can share a host network (a second
+    agent with its own bridge and podCIDR beside the machine's, as the conformance run does): each
+    rewrites its whole chain, so each has its own. 28 characters at most (iptables' limit)."""
+    return MASQ_CHAIN if bridge == DEFAULT_BRIDGE else f"PKL-MASQ-{bridge}"
+
+
+def masquerade_rules(chain: str, cluster_cidrs: list[str]) -> str:
+    """iptables-restore input that makes `chain` exactly: pod traffic stays unmasqueraded to
+    every podCIDR of the cluster and to multicast, anything else is masqueraded."""
+    lines = ["*nat", f":{chain} - [0:0]"]
+    lines += [f"-A {chain} -d {cidr} -j RETURN" for cidr in sorted(cluster_cidrs)]
+    lines += [f"-A {chain} -d {MULTICAST} -j RETURN", f"-A {chain} -j MASQUERADE", "COMMIT", ""]
+    return "\n".join(lines)
+
+
 class HostNetwork:
-    def __init__(self, netns: str):
+    def __init__(self, netns: str, bridge: str = DEFAULT_BRIDGE):
         self.netns = netns_path(netns)
+        self.chain = masquerade_chain(bridge)
         self._routes: dict[str, str] | None = None
         self._unroutable: set[tuple[str, str]] = set()  # warned about once each
         self._masq: tuple[str, tuple[str, ...]] | None = None
@@ -82,11 +101,9 @@ class HostNetwork:
         key = (pod_cidr, tuple(sorted(cluster_cidrs)))
         if key == self._masq:
             return
-        lines = ["*nat", f":{MASQ_CHAIN} - [0:0]"]
-        lines += [f"-A {MASQ_CHAIN} -d {cidr} -j RETURN" for cidr in key[1]]
-        lines += [f"-A {MASQ_CHAIN} -d {MULTICAST} -j RETURN", f"-A {MASQ_CHAIN} -j MASQUERADE", "COMMIT", ""]
-        await run_in(self.netns, "iptables-restore", "--noflush", stdin="\n".join(lines).encode())
-        rule = ("POSTROUTING", "-s", pod_cidr, "-j", MASQ_CHAIN)
+        await run_in(self.netns, "iptables-restore", "--noflush",
+                     stdin=masquerade_rules(self.chain, list(key[1])).encode())
+        rule = ("POSTROUTING", "-s", pod_cidr, "-j", self.chain)
         try:
             await run_in(self.netns, "iptables", "-t", "nat", "-C", *rule)
         except RuntimeError:  # -C fails when the rule is missing

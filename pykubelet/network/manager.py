@@ -52,7 +52,7 @@ class NetworkManager:
         self.node_name = node_name
         self.kube = kube
         self.state_dir = os.path.join(root_dir, "network")
-        self.host = HostNetwork(settings.host_netns)
+        self.host = HostNetwork(settings.host_netns, settings.bridge)
         self.pod_cidr = ""
         self.ready = asyncio.Event()  # the network is configured for the mode
         self.problem = "the pod network is not set up yet"  # for the node's Ready condition; "" once ready

@@ -55,8 +55,10 @@ def _needs_start_in_new_sandbox(pod: Pod, container: Container, state: PodRuntim
                 and latest.state not in (RUNNING, UNKNOWN, CREATED) and latest.exit_code == 0)
 
 
-def compute_pod_actions(pod: Pod, state: PodRuntimeState, unhealthy: dict[str, str] | None = None) -> PodActions:
-    """`unhealthy`: container ID -> why its liveness or startup probe gave up."""
+def compute_pod_actions(pod: Pod, state: PodRuntimeState, unhealthy: dict[str, str] | None = None,
+                        unstarted: frozenset[str] | set[str] = frozenset()) -> PodActions:
+    """`unhealthy`: container ID -> why its liveness or startup probe gave up; `unstarted`: IDs of
+    running containers whose startup probe has not succeeded yet."""
     unhealthy = unhealthy or {}
     sandbox = state.sandboxes[0] if state.sandboxes else None
     something_alive = bool(state.running()) or any(s.ready for s in state.sandboxes)
@@ -78,8 +80,14 @@ def compute_pod_actions(pod: Pod, state: PodRuntimeState, unhealthy: dict[str, s
         return PodActions(kill_pod=sandbox is not None, create_sandbox=True, attempt=attempt, start=start)
 
     actions = PodActions(sandbox_id=sandbox.id, attempt=sandbox.attempt)
-    wanted = {c.name for c in (*pod.init_containers, *pod.containers)}
-    if not _init_progress(pod, state, sandbox.id, actions):
+    wanted = {c.name for c in (*pod.init_containers, *pod.containers, *pod.ephemeral_containers)}
+    if not _init_progress(pod, state, sandbox.id, actions, unstarted):
+        # The sidecars already running are replaced during initialization too (a startup probe
+        # that gave up before the next init container may start), as with the kubelet.
+        for container in pod.init_containers:
+            latest = state.latest(container.name)
+            if container.is_sidecar and _is_running(latest):
+                _replace_if_needed(pod, container, latest, sandbox.id, unhealthy, actions)
         _kill_unwanted(state, wanted, actions)
         return actions
     for container in (*(c for c in pod.init_containers if c.is_sidecar), *pod.containers):
@@ -87,18 +95,30 @@ def compute_pod_actions(pod: Pod, state: PodRuntimeState, unhealthy: dict[str, s
         if not _is_running(latest):
             if should_restart(latest, "Always" if container.is_sidecar else pod.restart_policy):
                 actions.start.append(container.name)
-        elif latest.hash != container_hash(container):
-            actions.kill[latest.id] = "Container definition changed"
+        else:
+            _replace_if_needed(pod, container, latest, sandbox.id, unhealthy, actions)
+    for container in pod.ephemeral_containers:
+        if state.latest(container.name) is None:  # started once, in the running pod; never again
             actions.start.append(container.name)
-        elif latest.sandbox_id != sandbox.id:
-            actions.kill[latest.id] = "Container runs in an old sandbox"
-            actions.start.append(container.name)
-        elif latest.id in unhealthy:
-            actions.kill[latest.id] = unhealthy[latest.id]
-            if container.is_sidecar or pod.restart_policy != "Never":
-                actions.start.append(container.name)
     _kill_unwanted(state, wanted, actions)
     return actions
+
+
+def _replace_if_needed(pod: Pod, container: Container, latest: ContainerState, sandbox_id: str,
+                       unhealthy: dict[str, str], actions: PodActions) -> None:
+    """A running container is killed and started again when its spec changed, it runs in an old
+    sandbox, or its liveness or startup probe gave up (then restarted per restartPolicy)."""
+    if latest.hash != container_hash(container):
+        actions.kill[latest.id] = "Container definition changed"
+    elif latest.sandbox_id != sandbox_id:
+        actions.kill[latest.id] = "Container runs in an old sandbox"
+    elif latest.id in unhealthy:
+        actions.kill[latest.id] = unhealthy[latest.id]
+        if pod.restart_policy == "Never" and not container.is_sidecar:
+            return
+    else:
+        return
+    actions.start.append(container.name)
 
 
 def _kill_unwanted(state: PodRuntimeState, wanted: set[str], actions: PodActions) -> None:
@@ -107,8 +127,10 @@ def _kill_unwanted(state: PodRuntimeState, wanted: set[str], actions: PodActions
             actions.kill[c.id] = "Container is not in the pod spec"
 
 
-def _init_progress(pod: Pod, state: PodRuntimeState, sandbox_id: str, actions: PodActions) -> bool:
-    """Walk the init containers in order; True once all are done (sidecars: running).
+def _init_progress(pod: Pod, state: PodRuntimeState, sandbox_id: str, actions: PodActions,
+                   unstarted: frozenset[str] | set[str] = frozenset()) -> bool:
+    """Walk the init containers in order; True once all are done (sidecars: running, and started
+    by their startup probe: the next container waits for that, as with the kubelet).
 
     Otherwise the next one to (re)start, if any, is added to `actions`.
     """
@@ -117,6 +139,8 @@ def _init_progress(pod: Pod, state: PodRuntimeState, sandbox_id: str, actions: P
         if container.is_sidecar:
             if not _is_running(latest):
                 actions.start.append(container.name)
+                return False
+            if latest is not None and latest.id in unstarted:
                 return False
             continue
         if _is_running(latest):
@@ -142,12 +166,12 @@ def init_failed(pod: Pod, state: PodRuntimeState) -> bool:
     return False
 
 
-def init_done(pod: Pod, state: PodRuntimeState) -> bool:
+def init_done(pod: Pod, state: PodRuntimeState, unstarted: frozenset[str] | set[str] = frozenset()) -> bool:
     if not pod.init_containers:
         return True
     if not state.sandboxes:
         return False
-    return _init_progress(pod, state, state.sandboxes[0].id, PodActions())
+    return _init_progress(pod, state, state.sandboxes[0].id, PodActions(), unstarted)
 
 
 def is_terminal(pod: Pod, state: PodRuntimeState) -> bool:

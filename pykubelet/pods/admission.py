@@ -1,6 +1,7 @@
 """Kubelet-side admission: may this node run the pod next to the ones it already runs?
 
-The kubelet's checks and wording: sysctls first (SysctlForbidden), then resources (pods, cpu, memory: OutOfpods, OutOfcpu,
+The kubelet's checks and wording: sysctls first (SysctlForbidden), then the pod's OS (its
+kubernetes.io/os label, then spec.os.name: this node runs linux), then resources (pods, cpu, memory: OutOfpods, OutOfcpu,
 OutOfmemory with "Node didn't have enough resource: ..."), then the node name, then host
 ports (reason NodePorts). A rejected pod is Failed with "Pod was rejected: <message>".
 """
@@ -12,6 +13,10 @@ from typing import Iterable
 
 from pykubelet.api.pod import Pod
 from pykubelet.api.sysctls import FORBIDDEN_REASON, SysctlAllowlist
+
+
+NODE_OS = "linux"
+OS_LABEL = "kubernetes.io/os"
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,11 @@ def admit(pod: Pod, running: Iterable[Pod], node_name: str, allocatable: Allocat
     forbidden = (sysctls or SysctlAllowlist.build()).forbidden(pod.sysctls, pod.host_network, pod.host_ipc)
     if forbidden:
         return Rejection(FORBIDDEN_REASON, forbidden)
+    if pod.labels.get(OS_LABEL, NODE_OS) != NODE_OS:
+        return Rejection("PodOSSelectorNodeLabelDoesNotMatch",
+                         f"Failed to admit pod as the `{OS_LABEL}` label doesn't match node label")
+    if ((pod.raw.get("spec") or {}).get("os") or {}).get("name", NODE_OS) != NODE_OS:
+        return Rejection("PodOSNotSupported", "Failed to admit pod as the OS field doesn't match node OS")
     others = list(running)
     if len(others) + 1 > allocatable.pods:
         return _insufficient("pods", 1, len(others), allocatable.pods)

@@ -34,6 +34,9 @@ class PodDispatcher:
         self._by_source: dict[str, dict[str, Pod]] = {}
         self._stopping = False
         self._terminated_at: dict[str, int] = {}  # uid -> the runtime cache's mark when its worker finished
+        # Deleted pods this node has stopped and asked the apiserver to forget: finalizers may keep
+        # them there a while, and their updates must not terminate or delete them again.
+        self._deleted: set[str] = set()
 
     def _start_worker(self, uid: str, pod: Pod | None) -> PodWorker:
         worker = PodWorker(uid, pod, self.deps, self._worker_done)
@@ -50,17 +53,15 @@ class PodDispatcher:
         for uid, pod in new.items():
             if uid in self.rejected:
                 continue
-            worker = self.workers.get(uid)
-            if pod.deletion_timestamp:
-                self._terminate(uid, pod, worker, pod.deletion_grace_period_seconds, "Pod deleted")
-            elif worker is None:
-                if uid not in self.desired and self._admitted(pod):
-                    log.info("Pod added", pod=pod.full_name, uid=uid)
-                    self._start_worker(uid, pod)
-            elif not worker.terminating and pod is not self.desired.get(uid):
-                worker.update(pod)
+            try:
+                self._hand_over(uid, pod)
+            except Exception as e:  # noqa: BLE001 - a bug meeting one odd pod must not end the source's loop
+                log.error("Could not hand a pod to its worker; this is a pykubelet bug", exc_info=e, pod=pod.full_name)
         for uid in self.desired.keys() - new.keys():
             pod = self.desired[uid]
+            if uid in self._deleted:
+                self._deleted.discard(uid)
+                continue
             if uid in self.rejected:
                 self.rejected.discard(uid)
                 self.statuses.remove(uid)
@@ -68,8 +69,19 @@ class PodDispatcher:
             self._terminate(uid, pod, self.workers.get(uid), pod.termination_grace_period_seconds, "Pod removed")
         self.desired = new
 
+    def _hand_over(self, uid: str, pod: Pod) -> None:
+        worker = self.workers.get(uid)
+        if pod.deletion_timestamp:
+            self._terminate(uid, pod, worker, pod.deletion_grace_period_seconds, "Pod deleted")
+        elif worker is None:
+            if uid not in self.desired and self._admitted(pod):
+                log.info("Pod added", pod=pod.full_name, uid=uid)
+                self._start_worker(uid, pod)
+        elif not worker.terminating and pod is not self.desired.get(uid):
+            worker.update(pod)
+
     def _terminate(self, uid: str, pod: Pod, worker: PodWorker | None, grace: int | None, why: str) -> None:
-        if worker is not None and worker.terminating:
+        if worker is not None and worker.terminating or worker is None and uid in self._deleted:
             return
         log.info(f"{why}; terminating", pod=pod.full_name, uid=uid)
         self.deps.history.terminating(pod, why, grace)
@@ -77,10 +89,10 @@ class PodDispatcher:
             if uid in self._terminated_at or pod.api_phase in TERMINAL_PHASES and uid not in self.desired:
                 # Nothing of it runs here; only the apiserver still has to forget it.
                 if pod.deletion_timestamp:
-                    self.statuses.finish_deletion(pod)
+                    self._finish_deletion(pod)
                 return
             worker = self._start_worker(uid, pod)
-        worker.terminate(grace)
+        worker.terminate(grace, pod)
 
     def _admitted(self, pod: Pod) -> bool:
         if pod.api_phase in TERMINAL_PHASES:
@@ -130,13 +142,18 @@ class PodDispatcher:
         self._terminated_at[uid] = self.deps.cache.mark()
         pod = self.desired.get(uid)
         if pod is None:
+            self.statuses.remove(uid)  # gone from every source: no status to write or delete
             return
         if pod.deletion_timestamp:
-            self.statuses.finish_deletion(pod)
+            self._finish_deletion(pod)
         else:
             # Terminated while a source added it again (same content, same UID): run it anew.
             self._terminated_at.pop(uid, None)
             self._start_worker(uid, pod)
+
+    def _finish_deletion(self, pod: Pod) -> None:
+        self._deleted.add(pod.uid)
+        self.statuses.finish_deletion(pod)
 
     async def stop(self) -> None:
         """Cancel every worker: the agent stops, the pods keep running."""

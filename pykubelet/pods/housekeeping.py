@@ -24,7 +24,7 @@ ORPHAN_CGROUP_QUIET_SECONDS = 10.0  # see cgroups.orphaned_pod_cgroups
 
 
 async def housekeeping(dispatcher: PodDispatcher, cache: RuntimeCache, relisted: asyncio.Event,
-                       sources_ready: list[asyncio.Event], root_dir: str) -> None:
+                       sources_ready: list[asyncio.Event], root_dir: str, kubepods: str = cgroups.KUBEPODS) -> None:
     for event in sources_ready:
         await event.wait()
     while True:
@@ -34,7 +34,8 @@ async def housekeeping(dispatcher: PodDispatcher, cache: RuntimeCache, relisted:
         known = set(dispatcher.desired) | set(dispatcher.workers) | runtime_uids
         for uid in await asyncio.to_thread(local_volumes.remove_orphaned_pod_dirs, root_dir, known):
             log.info("Removed the directory of an orphaned pod", uid=uid)
-        for uid in await asyncio.to_thread(cgroups.orphaned_pod_cgroups, known, ORPHAN_CGROUP_QUIET_SECONDS):
-            await asyncio.to_thread(cgroups.remove_pod_cgroups, uid)
+        for uid in await asyncio.to_thread(cgroups.orphaned_pod_cgroups, known, ORPHAN_CGROUP_QUIET_SECONDS,
+                                           kubepods=kubepods):
+            await asyncio.to_thread(cgroups.remove_pod_cgroups, uid, kubepods=kubepods)
             log.info("Removed the cgroup of an orphaned pod", uid=uid)
         await asyncio.sleep(HOUSEKEEPING_SECONDS)

@@ -111,12 +111,24 @@ class PodKiller:
     async def kill_pod(self, pod: Pod | None, state: PodRuntimeState, grace: int) -> None:
         """Stop every running container (SIGTERM, SIGKILL after grace), then every sandbox.
 
-        Stopping a sandbox that is already not ready is how its network gets torn down.
+        As the kubelet does, sidecars (restartable init containers) go last, one by one in the
+        reverse of their order, each within what is left of the grace period: they keep serving
+        the app containers (and their preStop hooks) until those have stopped. Stopping a
+        sandbox that is already not ready is how its network gets torn down.
         """
         pod_ip = self.pod_ip(pod, state)
-        await asyncio.gather(*(self.stop_container(pod, c.name, c.id, "Stopping pod", grace, pod_ip,
-                                                    recorded=c, state=state)
-                               for c in state.running()))
+        sidecars = [c.name for c in pod.init_containers if c.is_sidecar] if pod is not None else []
+        running = state.running()
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+
+        async def stop(containers: list[ContainerState], seconds: int) -> None:
+            await asyncio.gather(*(self.stop_container(pod, c.name, c.id, "Stopping pod", seconds, pod_ip,
+                                                        recorded=c, state=state) for c in containers))
+        await stop([c for c in running if c.name not in sidecars], grace)
+        for name in reversed(sidecars):
+            left = max(MIN_GRACE_AFTER_PRE_STOP, grace - int(loop.time() - began))
+            await stop([c for c in running if c.name == name], left if grace > 0 else 0)
         await self.stop_sandboxes(state, only_ready=False)
 
     async def prune(self, state: PodRuntimeState) -> bool:
@@ -152,7 +164,7 @@ class PodKiller:
             shutil.rmtree(paths.pod_log_dir(self.node.pod_logs_dir, namespace, name, uid), ignore_errors=True)
         self.api_volumes.forget(uid)
         await asyncio.to_thread(local_volumes.teardown_volumes, self.node.root_dir, uid)
-        await asyncio.to_thread(cgroups.remove_pod_cgroups, uid, self.node.cgroup_root)
+        await asyncio.to_thread(cgroups.remove_pod_cgroups, uid, self.node.cgroup_root, self.node.kubepods)
         for backoff in self.backoffs:
             backoff.forget(uid)
         log.info("Pod terminated and cleaned up", pod=f"{namespace}/{name}", uid=uid)

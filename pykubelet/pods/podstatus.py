@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from pykubelet.api.pod import Pod
 from pykubelet.api.times import rfc3339
+from pykubelet.pods import conditions
 from pykubelet.pods.actions import init_done, init_failed, should_restart
 from pykubelet.runtime.resources import qos_class
 from pykubelet.runtime.state import EXITED, RUNNING, ContainerState, PodRuntimeState
@@ -69,8 +70,18 @@ def container_status(pod: Pod, name: str, image: str, state: PodRuntimeState,
     return status
 
 
-def pod_phase(pod: Pod, statuses: list[dict[str, Any]]) -> str:
-    """The kubelet's getPhase over the app containers."""
+def _ephemeral_status(pod: Pod, name: str, image: str, state: PodRuntimeState,
+                      waiting: tuple[str, str] | None) -> dict[str, Any]:
+    """An ephemeral container's status: never ready, no probes to say it started (the kubelet's)."""
+    status = container_status(pod, name, image, state, waiting)
+    status["ready"] = False
+    status.pop("started", None)
+    return status
+
+
+def pod_phase(pod: Pod, statuses: list[dict[str, Any]], terminal: bool = False) -> str:
+    """The kubelet's getPhase over the app containers. A terminal pod (deleted, its containers
+    stopped for good) that is not static is Succeeded or Failed whatever its restart policy."""
     running = waiting = stopped = succeeded = unknown = 0
     for status in statuses:
         state = status.get("state", {})
@@ -91,6 +102,8 @@ def pod_phase(pod: Pod, statuses: list[dict[str, Any]]) -> str:
     if running and not unknown:
         return "Running"
     if not running and stopped and not unknown:
+        if terminal and not pod.is_static:
+            return "Succeeded" if stopped == succeeded else "Failed"
         if pod.restart_policy == "Always":
             return "Running"
         if stopped == succeeded:
@@ -99,11 +112,14 @@ def pod_phase(pod: Pod, statuses: list[dict[str, Any]]) -> str:
     return "Pending"
 
 
-def _condition(kind: str, true: bool, now: str, reason: str = "") -> dict[str, Any]:
+def _condition(kind: str, outcome: conditions.Outcome, now: str) -> dict[str, Any]:
+    true, reason, message = outcome
     cond = {"type": kind, "status": "True" if true else "False", "lastProbeTime": None,
             "lastTransitionTime": now}
-    if reason and not true:
+    if reason:
         cond["reason"] = reason
+    if message:
+        cond["message"] = message
     return cond
 
 
@@ -122,12 +138,15 @@ def _times_from_runtime(pod: Pod, state: PodRuntimeState, start_time: float) -> 
 
 def pod_status(pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, str]],
                host_ip: str, start_time: float, probes: ProbeView = _no_probes,
-               now: float | None = None) -> dict[str, Any]:
+               now: float | None = None, terminal: bool = False,
+               evicted: tuple[str, str] | None = None) -> dict[str, Any]:
     """The status as of `now`: conditions are stamped with it (the status manager keeps the
     earlier time of a condition that did not change). `now` None: the pod was running before
     this agent looked, so True conditions get the runtime's times (sandbox created, containers
-    started) instead."""
-    initialized = init_done(pod, state)
+    started) instead. `terminal`: the pod's containers were stopped for good (pod_phase).
+    `evicted`: (reason, message) of a pod this node failed for good (its active deadline)."""
+    unstarted = {c.id for c in state.running() if not probes(c.id)[0]}
+    initialized = init_done(pod, state, unstarted)
     # Until initialization is over, containers that have not run yet wait with PodInitializing.
     def reason(name: str) -> tuple[str, str] | None:
         if name in waiting:
@@ -138,40 +157,50 @@ def pod_status(pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, s
     init_statuses = []
     for c in pod.init_containers:
         init_status = container_status(pod, c.name, c.image, state, reason(c.name), probes)
-        terminated = init_status["state"].get("terminated")
-        if terminated and terminated["exitCode"] == 0:
-            init_status["ready"] = True  # a finished init container counts as ready, as the API reports it
+        if not c.is_sidecar:
+            # An init container is ready once it has finished successfully, not while it runs.
+            terminated = init_status["state"].get("terminated")
+            init_status["ready"] = bool(terminated and terminated["exitCode"] == 0)
         init_statuses.append(init_status)
     if init_failed(pod, state):
         phase = "Failed"
     elif not initialized:
         phase = "Pending"
     else:
-        phase = pod_phase(pod, statuses)
+        phase = pod_phase(pod, statuses, terminal)
+    if evicted is not None:
+        phase = "Failed"
     sandbox = state.sandbox
     pod_ip = state.pod_ip(pod.host_network, host_ip)
-    all_ready = all(s["ready"] for s in statuses)
     adopted = _times_from_runtime(pod, state, start_time) if now is None else {}
 
-    def condition(kind: str, true: bool, reason: str = "") -> dict[str, Any]:
-        return _condition(kind, true, rfc3339((true and adopted.get(kind)) or now or start_time) or "", reason)
+    def condition(kind: str, outcome: conditions.Outcome) -> dict[str, Any]:
+        return _condition(kind, outcome, rfc3339((outcome[0] and adopted.get(kind)) or now or start_time) or "")
 
+    others = conditions.not_ours(pod)
+    containers_ready = conditions.containers_ready(pod, init_statuses, statuses, phase)
     status: dict[str, Any] = {
         "phase": phase,
         "conditions": [
-            condition("PodReadyToStartContainers", bool(sandbox and sandbox.ready)),
-            condition("Initialized", initialized, "ContainersNotInitialized"),
-            condition("Ready", all_ready and phase == "Running", "ContainersNotReady"),
-            condition("ContainersReady", all_ready, "ContainersNotReady"),
-            condition("PodScheduled", True),
+            condition("PodReadyToStartContainers", (bool(sandbox and sandbox.ready), "", "")),
+            condition("Initialized", conditions.initialized(pod, init_statuses, statuses, phase)),
+            condition("Ready", conditions.ready(pod, containers_ready, others)),
+            condition("ContainersReady", containers_ready),
+            condition("PodScheduled", (True, "", "")),
+            *others,
         ],
         "hostIP": host_ip,
         "startTime": rfc3339(start_time),
         "containerStatuses": statuses,
         "qosClass": qos_class(pod),
     }
+    if evicted is not None:
+        status["reason"], status["message"] = evicted
     if init_statuses:
         status["initContainerStatuses"] = init_statuses
+    if pod.ephemeral_containers:
+        status["ephemeralContainerStatuses"] = [_ephemeral_status(pod, c.name, c.image, state, waiting.get(c.name))
+                                                for c in pod.ephemeral_containers]
     if host_ip:
         status["hostIPs"] = [{"ip": host_ip}]
     if pod_ip:

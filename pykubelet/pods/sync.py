@@ -54,15 +54,23 @@ class PodSyncer:
     async def prune(self, state: PodRuntimeState) -> bool:
         return await self.killer.prune(state)
 
+    async def kill(self, pod: Pod | None, state: PodRuntimeState, grace: int) -> None:
+        """Stop the pod's containers (preStop first) and sandboxes; remove nothing."""
+        await self.killer.kill_pod(pod, state, grace)
+
     async def terminate(self, pod: Pod | None, state: PodRuntimeState, grace: int) -> None:
         await self.killer.terminate(pod, state, grace)
 
-    async def sync(self, pod: Pod, state: PodRuntimeState, unhealthy: dict[str, str] | None = None) -> SyncResult:
-        """`unhealthy`: container ID -> why its liveness or startup probe gave up (it is restarted)."""
+    async def sync(self, pod: Pod, state: PodRuntimeState, unhealthy: dict[str, str] | None = None,
+                   kill_graces: dict[str, int] | None = None,
+                   unstarted: frozenset[str] | set[str] = frozenset()) -> SyncResult:
+        """`unhealthy`: container ID -> why its liveness or startup probe gave up (it is restarted);
+        `kill_graces`: container ID -> the grace period of such a kill when its probe sets one;
+        `unstarted`: running containers whose startup probe has not succeeded yet."""
         result = SyncResult()
         grace = pod.termination_grace_period_seconds
         # 1. What to do, from the spec and the runtime's state alone (pods/actions.py).
-        actions = compute_pod_actions(pod, state, unhealthy)
+        actions = compute_pod_actions(pod, state, unhealthy, unstarted)
         finished = is_terminal(pod, state)
         # 2. Kill the pod when its sandbox is replaced; stop the sandbox of a pod done for good.
         if actions.create_sandbox and state.sandboxes:
@@ -78,7 +86,9 @@ class PodSyncer:
         if actions.kill:
             names = {c.id: c.name for c in state.containers}
             pod_ip = self.killer.pod_ip(pod, state)
-            await asyncio.gather(*(self.killer.stop_container(pod, names.get(cid, ""), cid, why, grace, pod_ip)
+            graces = kill_graces or {}
+            await asyncio.gather(*(self.killer.stop_container(pod, names.get(cid, ""), cid, why,
+                                                              graces.get(cid, grace), pod_ip)
                                    for cid, why in actions.kill.items()))
             result.changed = True
         # 4. Volumes: set up before any container starts; a finished pod's are torn down.
@@ -90,7 +100,7 @@ class PodSyncer:
             return result
         # 5. The sandbox: kept, or created (with its back-off).
         sandbox_config = specs.sandbox_config(pod, actions.attempt, self.node.pod_logs_dir, self.node.dns,
-                                              self.node.cgroup_driver)
+                                              self.node.cgroup_driver, self.node.kubepods)
         sandbox_id, sandbox = actions.sandbox_id, None if actions.create_sandbox else state.sandbox
         if actions.create_sandbox:
             created = await self._create_sandbox(pod, sandbox_config, actions.start, result)
@@ -100,7 +110,7 @@ class PodSyncer:
             result.changed = True
         # 6. Start the containers, in order (init containers one at a time: compute_pod_actions).
         pod_ip = the_pod_ip(pod.host_network, sandbox, self.node.host_ip)
-        by_name = {c.name: c for c in (*pod.init_containers, *pod.containers)}
+        by_name = {c.name: c for c in (*pod.init_containers, *pod.containers, *pod.ephemeral_containers)}
         for name in actions.start:
             result.changed |= await self.starter.start(pod, by_name[name], state.latest(name), sandbox_id,
                                                        sandbox_config, pod_ip, result)

@@ -16,7 +16,7 @@ from typing import Callable
 from pykubelet.api.pod import Pod
 from pykubelet.cri import errors
 from pykubelet.kube import errors as kube_errors
-from pykubelet.kube.events import EventRecorder
+from pykubelet.kube.events import NORMAL, EventRecorder, pod_ref
 from pykubelet.pleg.cache import RuntimeCache
 from pykubelet.pods.history import PodHistory
 from pykubelet.pods.mirror import MirrorPods
@@ -32,6 +32,8 @@ from pykubelet.util.log import get_logger
 log = get_logger(__name__)
 
 ERROR_RETRY_MIN, ERROR_RETRY_MAX = 1.0, 30.0
+DEADLINE_EXCEEDED = "DeadlineExceeded"
+DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,7 @@ class PodWorker:
         self.start_time = 0.0  # status.startTime unless a previous status says otherwise (first sync)
         self.syncs = 0
         self._waiting: dict[str, tuple[str, str]] = {}  # waiting reasons from the last sync
+        self.evicted: tuple[str, str] | None = None  # (reason, message): Failed for good, its containers killed
         self._fresh_after = 0  # the runtime cache's mark of this worker's last change
         self._wake = asyncio.Event()
         self._wake.set()
@@ -82,7 +85,10 @@ class PodWorker:
         self.pod = pod
         self._wake.set()
 
-    def terminate(self, grace: int | None = None) -> None:
+    def terminate(self, grace: int | None = None, pod: Pod | None = None) -> None:
+        """Stop the pod for good; `pod`: its latest spec (a deleted pod's carries the deletion)."""
+        if pod is not None:
+            self.pod = pod
         self.terminating = True
         self.terminate_grace = grace
         self._wake.set()
@@ -131,13 +137,34 @@ class PodWorker:
     def _changed_runtime(self) -> None:
         self._fresh_after = self.deps.cache.mark()
 
-    def _status(self, pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, str]]) -> dict:
+    def _status(self, pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, str]],
+                terminal: bool = False) -> dict:
         deps = self.deps
         adopted = self.syncs == 0 and bool(state.sandboxes or state.containers)
         # A pod the runtime held before this worker (an agent restart): its transitions happened
         # before we looked, so their times come from the runtime (pods/podstatus.py).
         return pod_status(pod, state, waiting, deps.host_ip, self.start_time, self._probe_view(),
-                          now=None if adopted else deps.clock())
+                          now=None if adopted else deps.clock(), terminal=terminal, evicted=self.evicted)
+
+    async def _evict_past_deadline(self, pod: Pod, state: PodRuntimeState) -> float | None:
+        """spec.activeDeadlineSeconds, counted from the pod's start time: once it has run out the
+        pod is Failed (DeadlineExceeded) and its containers are killed, for good (the kubelet's
+        active deadline handler). Returns the seconds left, None without a deadline."""
+        deadline = pod.active_deadline_seconds
+        if deadline is None or self.evicted is not None:
+            return None
+        left = self.start_time + deadline - self.deps.clock()
+        if left > 0:
+            return left
+        self.evicted = (DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
+        log.info("Pod was active longer than its activeDeadlineSeconds; killing it", pod=pod.full_name,
+                 activeDeadlineSeconds=deadline)
+        self.deps.recorder.record(pod_ref(pod.namespace, pod.name, pod.uid), NORMAL, *self.evicted)
+        self.deps.probes.stop_restart_probes(self.uid)
+        await self._report_while(asyncio.ensure_future(
+            self.deps.syncer.kill(pod, state, pod.termination_grace_period_seconds)), pod)
+        self._changed_runtime()
+        return None
 
     async def _sync(self) -> float:
         pod, deps = self.pod, self.deps
@@ -145,11 +172,19 @@ class PodWorker:
         state = await self._state()
         if not self.start_time:
             self.start_time = state.first_seen() or self.seen_at
+        deadline_in = await self._evict_past_deadline(pod, state)
+        if self.evicted is not None:  # Failed for good: nothing runs again, the status stays
+            state = await self._state()
+            deps.statuses.set(pod, self._status(pod, state, {}))
+            self._track_probes(pod, state)
+            return deps.resync_seconds
         # Report what just happened (an exit, say) before acting on it: stopping a finished
         # pod's sandbox or restarting a container takes long enough for a user to notice.
         deps.statuses.set(pod, self._status(pod, state, self._waiting))
         self.syncs += 1
-        result = await deps.syncer.sync(pod, state, deps.probes.unhealthy(self.uid))
+        probes = deps.probes
+        result = await deps.syncer.sync(pod, state, probes.unhealthy(self.uid), probes.kill_graces(self.uid),
+                                        probes.unstarted(self.uid))
         self._waiting = result.waiting
         if result.changed:
             self._changed_runtime()
@@ -166,6 +201,8 @@ class PodWorker:
             except kube_errors.KubeError as e:
                 log.warning("Could not create the mirror pod; will retry", pod=pod.full_name, err=str(e))
                 result.retry_after(ERROR_RETRY_MAX)
+        if deadline_in is not None:
+            result.retry_after(deadline_in)
         resync = deps.resync_seconds
         return min(result.retry_in, resync) if result.retry_in is not None else resync
 
@@ -189,6 +226,24 @@ class PodWorker:
         for c in running.values():
             probes.track(pod, containers[c.name].raw, c.id, pod_ip, c.started_at)
 
+    async def _report_while(self, stopping: asyncio.Future[None], pod: Pod) -> None:
+        """Wait for `stopping`; meanwhile, on each wake-up (a probe result, a container's exit),
+        report the pod's status as the runtime cache has it."""
+        woken: asyncio.Future[bool] | None = None
+        try:
+            while True:
+                woken = asyncio.ensure_future(self._wake.wait())
+                await asyncio.wait({stopping, woken}, return_when=asyncio.FIRST_COMPLETED)
+                if stopping.done():
+                    return stopping.result()
+                self._wake.clear()
+                state = await self.deps.cache.newer_than(self.uid, 0)
+                self.deps.statuses.set(pod, self._status(pod, state, {}))
+        finally:  # done, or the agent stops (cancelled): leave nothing running
+            for future in (stopping, woken):
+                if future is not None and not future.done():
+                    future.cancel()
+
     async def _terminate(self) -> None:
         deps = self.deps
         state = await self._state()
@@ -196,6 +251,19 @@ class PodWorker:
         grace = self.terminate_grace
         if grace is None:
             grace = pod.termination_grace_period_seconds if pod else state.grace_seconds()
+        deps.probes.stop_restart_probes(self.uid)
+        deleted = pod is not None and bool(pod.deletion_timestamp)
+        if deleted:
+            # As the kubelet does, the pod's status follows its containers while they stop (a
+            # readiness probe that fails marks it not ready), and how they ended (with a terminal
+            # phase) is reported before the pod may go: the status manager writes it before its
+            # final DELETE, and a pod that finalizers keep shows it.
+            await self._report_while(asyncio.ensure_future(deps.syncer.kill(pod, state, grace)), pod)
+            self._changed_runtime()
+            state = await self._state()
+            if not self.start_time:
+                self.start_time = state.first_seen() or self.seen_at
+            deps.statuses.set(pod, self._status(pod, state, {}, terminal=True))
         await deps.syncer.terminate(pod, state, grace)
         self._changed_runtime()
         if pod is not None and pod.is_static and deps.mirrors is not None:
@@ -204,4 +272,5 @@ class PodWorker:
             except kube_errors.KubeError as e:
                 log.warning("Could not delete the mirror pod", pod=pod.full_name, err=str(e))
         deps.probes.retain(self.uid, set())
-        deps.statuses.remove(self.uid)
+        if not deleted:
+            deps.statuses.remove(self.uid)  # a deleted pod's final status goes with finish_deletion

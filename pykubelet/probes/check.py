@@ -1,6 +1,7 @@
 """One probe attempt, as the kubelet's prober runs it: exec (CRI ExecSync), httpGet, tcpSocket, grpc.
 
-Returns (success, message); the message is what an Unhealthy event says. The HTTP request and
+Returns (success, message); the message is what an Unhealthy event says (or, for a success,
+what a ProbeWarning event says: "" for none). The HTTP request and
 the port lookup are shared with the lifecycle hooks (probes/hooks.py).
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from typing import Any
+from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 import grpc
@@ -19,6 +21,8 @@ from pykubelet.runtime.service import Runtime
 from pykubelet.probes.grpc_health.v1 import health_pb2, health_pb2_grpc
 
 MAX_BODY = 10 * 1024  # the kubelet reads at most 10 KiB of a probe's answer
+MAX_REDIRECTS = 10  # Go's http.Client default, which the kubelet keeps
+REDIRECTS = (301, 302, 303, 307, 308)
 KUBE_VERSION = KUBE_MINOR_VERSION
 
 
@@ -36,17 +40,35 @@ def resolve_port(value: Any, container: dict[str, Any]) -> int:
 
 async def http_get(http: dict[str, Any], container: dict[str, Any], pod_ip: str, timeout: float,
                    user_agent: str) -> tuple[int, str]:
-    """GET an httpGet action's URL (host defaults to the pod IP); (status code, start of the body)."""
+    """GET an httpGet action's URL (host defaults to the pod IP); (status code, start of the body).
+
+    Redirects are followed on the same host only, at most MAX_REDIRECTS times: a redirect to
+    another host ends the request with that 3xx answer (the kubelet's prober does not go where a
+    container points it)."""
     scheme = (http.get("scheme") or "HTTP").lower()
     path = http.get("path") or "/"
     if not path.startswith("/"):
         path = "/" + path
     url = f"{scheme}://{http.get('host') or pod_ip}:{resolve_port(http.get('port'), container)}{path}"
+    host = urlsplit(url).hostname
     headers = {"User-Agent": user_agent, "Accept": "*/*"}
     headers.update({h["name"]: h["value"] for h in http.get("httpHeaders") or []})
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
-        async with session.get(url, headers=headers, ssl=False, allow_redirects=True) as response:
-            return response.status, (await response.content.read(MAX_BODY)).decode(errors="replace")
+        for _ in range(MAX_REDIRECTS + 1):
+            async with session.get(url, headers=headers, ssl=False, allow_redirects=False) as response:
+                body = (await response.content.read(MAX_BODY)).decode(errors="replace")
+                location = response.headers.get("Location")
+                if response.status not in REDIRECTS or not location:
+                    return response.status, body
+                target = urljoin(url, location)
+                if urlsplit(target).hostname != host:
+                    return response.status, body
+                url = target
+    raise TooManyRedirects(f"stopped after {MAX_REDIRECTS} redirects")
+
+
+class TooManyRedirects(aiohttp.ClientError):
+    """A probe's or hook's URL that keeps redirecting on its own host."""
 
 
 async def grpc_check(host: str, port: int, service: str, timeout: float) -> tuple[bool, str]:
@@ -92,7 +114,9 @@ async def run_probe(cri: Runtime, probe: dict[str, Any], container: dict[str, An
         if "httpGet" in probe:
             status, body = await http_get(probe["httpGet"] or {}, container, pod_ip, timeout,
                                           f"kube-probe/{KUBE_VERSION}")
-            if 200 <= status < 400:
+            if 300 <= status < 400:  # a redirect elsewhere: success, with a warning (the kubelet's)
+                return True, f"Probe terminated redirects, Response body: {body}"
+            if 200 <= status < 300:
                 return True, ""
             return False, f"HTTP probe failed with statuscode: {status} {body[:200]}".rstrip()
         if "tcpSocket" in probe:

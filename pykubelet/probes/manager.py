@@ -33,7 +33,8 @@ class ContainerProbes:
     started: bool = True
     ready: bool = True
     failed: str = ""  # "", or why liveness/startup gave up: the container must be restarted
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    failed_grace: int | None = None  # the terminationGracePeriodSeconds of the probe that gave up, if it sets one
+    tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # probe kind -> its loop
 
 
 class ProbeManager:
@@ -54,6 +55,16 @@ class ProbeManager:
         """Container ID -> why its liveness or startup probe gave up."""
         return {cid: r.failed for cid, r in self._pods.get(uid, {}).items() if r.failed}
 
+    def unstarted(self, uid: str) -> set[str]:
+        """IDs of the pod's probed containers whose startup probe has not succeeded yet."""
+        return {cid for cid, r in self._pods.get(uid, {}).items() if not r.started}
+
+    def kill_graces(self, uid: str) -> dict[str, int]:
+        """Container ID -> the grace period its kill gets, for the failed containers whose probe
+        sets its own terminationGracePeriodSeconds (it wins over the pod's, as with the kubelet)."""
+        return {cid: r.failed_grace for cid, r in self._pods.get(uid, {}).items()
+                if r.failed and r.failed_grace is not None}
+
     def track(self, pod: Any, container: dict[str, Any], container_id: str, pod_ip: str, started_at: float) -> None:
         """Start probing a running container (idempotent per container ID)."""
         containers = self._pods.setdefault(pod.uid, {})
@@ -63,18 +74,28 @@ class ProbeManager:
         state = ContainerProbes(started="startupProbe" not in probes, ready="readinessProbe" not in probes)
         containers[container_id] = state
         for kind, probe in probes.items():
-            state.tasks.append(asyncio.create_task(
+            state.tasks[kind] = asyncio.create_task(
                 self._probe_loop(pod, container, container_id, pod_ip, started_at, kind, probe, state),
-                name=f"probe-{kind}-{container_id[:8]}"))
+                name=f"probe-{kind}-{container_id[:8]}")
 
     def retain(self, uid: str, running: set[str]) -> None:
         """Stop probing the pod's containers that no longer run (all of them for an empty set)."""
         containers = self._pods.get(uid, {})
         for container_id in [c for c in containers if c not in running]:
-            for task in containers.pop(container_id).tasks:
+            for task in containers.pop(container_id).tasks.values():
                 task.cancel()
         if not containers:
             self._pods.pop(uid, None)
+
+    def stop_restart_probes(self, uid: str) -> None:
+        """The pod is terminating: nothing restarts its containers any more, so their liveness and
+        startup probes stop (as the kubelet's do); readiness goes on, and the pod's Ready
+        condition follows its containers as they shut down."""
+        for state in self._pods.get(uid, {}).values():
+            for kind in ("startupProbe", "livenessProbe"):
+                task = state.tasks.pop(kind, None)
+                if task is not None:
+                    task.cancel()
 
     async def _probe_loop(self, pod: Any, container: dict[str, Any], container_id: str, pod_ip: str,
                           started_at: float, kind: str, probe: dict[str, Any], state: ContainerProbes) -> None:
@@ -94,14 +115,18 @@ class ProbeManager:
                 metrics.observe_probe(kind, ok, container["name"], pod.name, pod.namespace, pod.uid)
                 if self.observe is not None:
                     self.observe(pod, container["name"], kind, ok, message)
+                ref = pod_ref(pod.namespace, pod.name, pod.uid, container["name"])
                 if not ok:
-                    self.recorder.record(pod_ref(pod.namespace, pod.name, pod.uid, container["name"]), WARNING,
-                                         "Unhealthy", f"{_EVENT_NAME[kind]} probe failed: {message}")
+                    self.recorder.record(ref, WARNING, "Unhealthy", f"{_EVENT_NAME[kind]} probe failed: {message}")
+                elif message:  # it passed, with something to say (a redirect it did not follow)
+                    self.recorder.record(ref, WARNING, "ProbeWarning", f"{_EVENT_NAME[kind]} probe warning: {message}")
                 if self._apply(kind, state, successes, failures, success_threshold, failure_threshold, message):
                     log.info("Probe result changed", pod=pod.full_name, container=container["name"], probe=kind,
                              ready=state.ready, started=state.started, failed=state.failed)
                     self.on_change(pod.uid)
                 if state.failed:
+                    grace = probe.get("terminationGracePeriodSeconds")
+                    state.failed_grace = grace if isinstance(grace, int) and not isinstance(grace, bool) else None
                     return
                 await asyncio.sleep(max(0.0, period - (loop.time() - began)))
             else:

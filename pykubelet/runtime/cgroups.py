@@ -6,6 +6,10 @@ The two layouts, as the kubelet names them:
     cgroupfs   kubepods/[burstable/|besteffort/]pod<uid>
     systemd    kubepods.slice/[kubepods-burstable.slice/]kubepods[-burstable]-pod<uid, - as _>.slice
 
+A cgroupRoot (--cgroup-root, a cgroupfs path such as /pkl-a) goes in front under either driver,
+as the kubelet does it: pkl-a/kubepods/..., or pkl_a.slice/pkl_a-kubepods.slice/... (kubepods_under
+gives the path; its parts are the slice names' parts). Every function here takes that `kubepods`.
+
 The sandbox's CgroupParent is the cgroupfs path (/kubepods/...) or the pod slice's name; the
 runtime makes each container's cgroup below it (runc with the same driver) and removes it with
 the container. The pod's own cgroup is ours: a cgroupfs directory is made and removed here
@@ -39,6 +43,14 @@ def is_unified(root: str = CGROUP_ROOT) -> bool:
     return os.path.isfile(os.path.join(root, "cgroup.controllers"))
 
 
+def kubepods_under(cgroup_root: str) -> str:
+    """The pods' cgroup as a cgroupfs path inside each hierarchy: kubepods, or <cgroupRoot>/kubepods
+    (the kubelet's --cgroup-root, which keeps a node's pods apart from another node's on one
+    machine). Its parts are the cgroup's name under either driver: the systemd driver joins them
+    into slice names (/pkl-a -> pkl_a-kubepods.slice inside pkl_a.slice)."""
+    return os.path.join(cgroup_root.strip("/"), KUBEPODS) if cgroup_root.strip("/") else KUBEPODS
+
+
 def qos_tier(qos_class: str) -> str:
     """The QoS tier's name in the layout: none for Guaranteed, else the class in lower case."""
     return "" if qos_class == "Guaranteed" else qos_class.lower()
@@ -55,12 +67,13 @@ def slice_path(name: str) -> str:
     return "/".join("-".join(parts[:i]) + SLICE for i in range(1, len(parts) + 1))
 
 
-def pod_cgroup_parent(uid: str, qos_class: str, driver: str = CGROUPFS) -> str:
-    """The sandbox's CgroupParent: /kubepods/burstable/pod<uid>, or kubepods-burstable-pod<uid>.slice."""
-    tier = qos_tier(qos_class)
+def pod_cgroup_parent(uid: str, qos_class: str, driver: str = CGROUPFS, kubepods: str = KUBEPODS) -> str:
+    """The sandbox's CgroupParent: /kubepods/burstable/pod<uid>, or kubepods-burstable-pod<uid>.slice;
+    under a cgroupRoot (kubepods_under) /<root>/kubepods/..., or <root>-kubepods-....slice."""
+    parts = (*kubepods.split("/"), qos_tier(qos_class), f"pod{uid}")
     if driver == SYSTEMD:
-        return slice_name(KUBEPODS, tier, f"pod{uid}")
-    return "/" + "/".join(p for p in (KUBEPODS, tier, f"pod{uid}") if p)
+        return slice_name(*parts)
+    return "/" + "/".join(p for p in parts if p)
 
 
 def relative_path(parent: str) -> str:
@@ -68,9 +81,9 @@ def relative_path(parent: str) -> str:
     return slice_path(parent) if parent.endswith(SLICE) else parent.strip("/")
 
 
-def _candidates(uid: str) -> list[str]:
+def _candidates(uid: str, kubepods: str = KUBEPODS) -> list[str]:
     """Every place the pod's cgroup can be inside one hierarchy, both drivers and every tier."""
-    return [relative_path(pod_cgroup_parent(uid, tier or "Guaranteed", driver))
+    return [relative_path(pod_cgroup_parent(uid, tier or "Guaranteed", driver, kubepods))
             for driver in (CGROUPFS, SYSTEMD) for tier in QOS_TIERS]
 
 
@@ -82,30 +95,30 @@ def hierarchies(root: str = CGROUP_ROOT) -> list[str]:
                      if os.path.isdir(os.path.join(root, h)) and not os.path.islink(os.path.join(root, h))]
 
 
-def pod_cgroup_dirs(uid: str, root: str = CGROUP_ROOT) -> list[str]:
+def pod_cgroup_dirs(uid: str, root: str = CGROUP_ROOT, kubepods: str = KUBEPODS) -> list[str]:
     """Every existing directory of the pod's cgroup, one per hierarchy."""
-    return [path for hierarchy in hierarchies(root) for relative in _candidates(uid)
+    return [path for hierarchy in hierarchies(root) for relative in _candidates(uid, kubepods)
             if os.path.isdir(path := os.path.join(hierarchy, relative))]
 
 
-def pod_cgroup_relative(uid: str, root: str = CGROUP_ROOT) -> str | None:
+def pod_cgroup_relative(uid: str, root: str = CGROUP_ROOT, kubepods: str = KUBEPODS) -> str | None:
     """The pod's cgroup inside the hierarchy that accounts memory (v1's memory, v2's one tree), if any."""
     hierarchy = root if is_unified(root) else os.path.join(root, "memory")
-    return next((r for r in _candidates(uid) if os.path.isdir(os.path.join(hierarchy, r))), None)
+    return next((r for r in _candidates(uid, kubepods) if os.path.isdir(os.path.join(hierarchy, r))), None)
 
 
 def _pod_uid(name: str) -> str | None:
     """The UID in a pod cgroup's directory name, either layout."""
-    if name.startswith("pod"):
+    if name.startswith("pod") and not name.endswith(SLICE):
         return name[3:]
-    if name.startswith(KUBEPODS) and name.endswith(SLICE) and "-pod" in name:
+    if name.endswith(SLICE) and "-pod" in name:  # a '-' inside a name part is '_': only ours match
         return name.removesuffix(SLICE).rsplit("-pod", 1)[1].replace("_", "-")
     return None
 
 
-def pod_cgroups(root: str = CGROUP_ROOT) -> dict[str, list[str]]:
-    """Every pod cgroup on the machine: pod UID -> its directories (all hierarchies, tiers, drivers)."""
-    tiers = {os.path.dirname(relative_path(pod_cgroup_parent("x", tier or "Guaranteed", driver)))
+def pod_cgroups(root: str = CGROUP_ROOT, kubepods: str = KUBEPODS) -> dict[str, list[str]]:
+    """Every pod cgroup under `kubepods`: pod UID -> its directories (all hierarchies, tiers, drivers)."""
+    tiers = {os.path.dirname(relative_path(pod_cgroup_parent("x", tier or "Guaranteed", driver, kubepods)))
              for driver in (CGROUPFS, SYSTEMD) for tier in QOS_TIERS}
     found: dict[str, list[str]] = {}
     for hierarchy in hierarchies(root):
@@ -135,13 +148,13 @@ def _holds_processes(path: str) -> bool:
 
 
 def orphaned_pod_cgroups(known: set[str], quiet_seconds: float, root: str = CGROUP_ROOT,
-                         clock: Callable[[], float] = time.time) -> list[str]:
+                         clock: Callable[[], float] = time.time, kubepods: str = KUBEPODS) -> list[str]:
     """UIDs of pod cgroups that no pod owns: not in `known`, holding no process, and untouched for
     `quiet_seconds` (the kubelet's cleanupOrphanedPodCgroups, with one caution of ours: several
     nodes of a test bed share one cgroup tree, and another node's pod has its cgroup a moment
     before its sandbox starts in it)."""
     orphans = []
-    for uid, paths in pod_cgroups(root).items():
+    for uid, paths in pod_cgroups(root, kubepods).items():
         if uid in known:
             continue
         try:
@@ -153,12 +166,12 @@ def orphaned_pod_cgroups(known: set[str], quiet_seconds: float, root: str = CGRO
     return orphans
 
 
-def remove_pod_cgroups(uid: str, root: str = CGROUP_ROOT) -> None:
+def remove_pod_cgroups(uid: str, root: str = CGROUP_ROOT, kubepods: str = KUBEPODS) -> None:
     """Remove the pod's cgroups: a slice is stopped through systemd when systemd runs this tree
     (it would keep a unit for a directory removed behind its back); a plain directory goes with
     rmdir, deepest first (a cgroup directory goes with rmdir, not unlink)."""
     try:
-        paths = pod_cgroup_dirs(uid, root)
+        paths = pod_cgroup_dirs(uid, root, kubepods)
     except OSError:
         return
     slices = {os.path.basename(p) for p in paths if p.endswith(SLICE)}
@@ -168,7 +181,7 @@ def remove_pod_cgroups(uid: str, root: str = CGROUP_ROOT) -> None:
                 systemd_units.stop_unit(name)
             except systemd_units.SystemdError as e:
                 log.warning("Could not stop a pod slice", uid=uid, unit=name, err=str(e))
-        systemd_units.wait_until(lambda: not pod_cgroup_dirs(uid, root), systemd_units.JOB_SECONDS)
+        systemd_units.wait_until(lambda: not pod_cgroup_dirs(uid, root, kubepods), systemd_units.JOB_SECONDS)
         return
     for path in paths:
         for dirpath, _, _ in sorted(os.walk(path), key=lambda entry: -len(entry[0])):

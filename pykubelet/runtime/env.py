@@ -11,6 +11,7 @@ from typing import Any
 
 from pykubelet.api.pod import Container, Pod
 from pykubelet.api.quantity import cpu_millis, quantity_bytes
+from pykubelet.runtime.resources import requests_and_limits
 
 
 class ContainerConfigError(ValueError):
@@ -91,10 +92,8 @@ def _resource_ref(pod: Pod, container: Container, ref: dict[str, Any], allocatab
             raise ContainerConfigError(f"resourceFieldRef.containerName {ref['containerName']!r} is not in the pod")
     resource = ref.get("resource", "")
     kind, _, name = resource.partition(".")
-    spec = target.raw.get("resources") or {}
-    raw = (spec.get(kind) or {}).get(name)
-    if raw is None and kind == "requests":
-        raw = (spec.get("limits") or {}).get(name)  # the API defaults a missing request to the limit
+    requests, limits = requests_and_limits(target)
+    raw = (requests if kind == "requests" else limits).get(name)
     if raw is None and kind == "limits":
         raw = allocatable.get(name)  # no limit: the node's allocatable, as the kubelet reports
     if raw is None:

@@ -15,10 +15,12 @@ GUARANTEED_OOM_SCORE_ADJ, BEST_EFFORT_OOM_SCORE_ADJ = -997, 1000
 SYSTEM_NODE_CRITICAL, SYSTEM_CRITICAL_PRIORITY = "system-node-critical", 2_000_000_000
 
 
-def _resources(container: Container) -> tuple[dict[str, Any], dict[str, Any]]:
+def requests_and_limits(container: Container) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A container's requests and limits as given (quantities), each missing request the limit."""
     spec = container.raw.get("resources") or {}
-    limits = dict(spec.get("limits") or {})
-    requests = dict(spec.get("requests") or {})
+    # A null amount decodes as a zero quantity in the API: the same as none here.
+    limits = {name: value for name, value in (spec.get("limits") or {}).items() if value is not None}
+    requests = {name: value for name, value in (spec.get("requests") or {}).items() if value is not None}
     for name, value in limits.items():
         requests.setdefault(name, value)  # the API defaults a missing request to the limit
     return requests, limits
@@ -37,7 +39,7 @@ def qos_class(pod: Pod) -> str:
     limits: dict[str, int] = {}
     guaranteed = True
     for container in pod.containers:
-        container_requests, container_limits = (_positive(r) for r in _resources(container))
+        container_requests, container_limits = (_positive(r) for r in requests_and_limits(container))
         for total, amounts in ((requests, container_requests), (limits, container_limits)):
             for name, amount in amounts.items():
                 total[name] = total.get(name, 0) + amount
@@ -64,14 +66,14 @@ def oom_score_adj(pod: Pod, container: Container, memory_capacity: int) -> int:
         return GUARANTEED_OOM_SCORE_ADJ
     if qos == BEST_EFFORT:
         return BEST_EFFORT_OOM_SCORE_ADJ
-    request = quantity_bytes(_resources(container)[0].get("memory", 0))
+    request = quantity_bytes(requests_and_limits(container)[0].get("memory", 0))
     score = 1000 - (1000 * request) // max(memory_capacity, 1)
     # never as protected as Guaranteed (floor 1000 + -997 = 3), never as exposed as BestEffort
     return int(min(max(score, 1000 + GUARANTEED_OOM_SCORE_ADJ), BEST_EFFORT_OOM_SCORE_ADJ - 1))
 
 
 def linux_resources(pod: Pod, container: Container, memory_capacity: int) -> api.LinuxContainerResources:
-    requests, limits = _resources(container)
+    requests, limits = requests_and_limits(container)
     cpu_request = cpu_millis(requests.get("cpu", 0))
     shares = min(MAX_SHARES, max(MIN_SHARES, cpu_request * SHARES_PER_CPU // 1000)) if cpu_request else MIN_SHARES
     resources = api.LinuxContainerResources(cpu_shares=shares,
@@ -98,7 +100,7 @@ def pod_cgroup_resources(pod: Pod) -> api.LinuxContainerResources:
 
     def amount(kind: str, which: int, parse) -> int:
         def of(c: Container) -> int:
-            return parse(_resources(c)[which].get(kind, 0))
+            return parse(requests_and_limits(c)[which].get(kind, 0))
         return max(sum(of(c) for c in together), max((of(c) for c in regular_inits), default=0))
 
     resources = api.LinuxContainerResources()
@@ -107,9 +109,9 @@ def pod_cgroup_resources(pod: Pod) -> api.LinuxContainerResources:
         return resources
     cpu_request = amount("cpu", 0, cpu_millis)
     resources.cpu_shares = min(MAX_SHARES, max(MIN_SHARES, cpu_request * SHARES_PER_CPU // 1000))
-    if all("cpu" in _resources(c)[1] for c in everyone):
+    if all("cpu" in requests_and_limits(c)[1] for c in everyone):
         resources.cpu_period = QUOTA_PERIOD
         resources.cpu_quota = max(MIN_QUOTA, amount("cpu", 1, cpu_millis) * QUOTA_PERIOD // 1000)
-    if all("memory" in _resources(c)[1] for c in everyone):
+    if all("memory" in requests_and_limits(c)[1] for c in everyone):
         resources.memory_limit_in_bytes = amount("memory", 1, quantity_bytes)
     return resources

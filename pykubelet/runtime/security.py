@@ -27,6 +27,14 @@ def effective(pod: Pod, container: Container) -> dict[str, Any]:
     return ctx
 
 
+def sandbox_privileged(pod: Pod) -> bool:
+    """Whether any of the pod's containers is privileged: the runtime refuses a privileged
+    container in a sandbox that is not (containerd: "no privileged container allowed in
+    sandbox"), so the kubelet makes the sandbox privileged then."""
+    return any((c.raw.get("securityContext") or {}).get("privileged")
+               for c in (*pod.init_containers, *pod.containers, *pod.ephemeral_containers))
+
+
 def check_run_as_non_root(pod: Pod, container: Container, image_uid: int | None, image_user: str) -> None:
     """The kubelet's refusal to start a container that would run as root under runAsNonRoot."""
     ctx = effective(pod, container)

@@ -14,7 +14,7 @@ from pykubelet.runtime import cgroups
 from pykubelet.runtime.dns import ClusterDNS, dns_config
 from pykubelet.runtime.env import EnvSources, PodFacts, container_env, expand_command
 from pykubelet.runtime.resources import linux_resources, qos_class
-from pykubelet.runtime.security import linux_security
+from pykubelet.runtime.security import linux_security, sandbox_privileged
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,8 @@ class NodeFacts:
     """Where the cgroup hierarchies are mounted (the pod cgroups are made under them)."""
     cgroup_driver: str = cgroups.CGROUPFS
     """cgroupDriver: the pod cgroups' layout (runtime/cgroups.py)."""
+    kubepods: str = cgroups.KUBEPODS
+    """The pods' cgroup within each hierarchy (cgroups.kubepods_under: --cgroup-root)."""
 
 _PROTOCOLS = {"TCP": api.TCP, "UDP": api.UDP, "SCTP": api.SCTP}
 
@@ -60,14 +62,15 @@ def _namespace_options(pod: Pod) -> api.NamespaceOption:
     )
 
 
-def pod_cgroup_parent(pod: Pod, driver: str = cgroups.CGROUPFS) -> str:
+def pod_cgroup_parent(pod: Pod, driver: str = cgroups.CGROUPFS, kubepods: str = cgroups.KUBEPODS) -> str:
     """The pod's cgroup in its QoS tier: /kubepods/burstable/pod<uid> (cgroupfs) or
-    kubepods-burstable-pod<uid>.slice (systemd); Guaranteed pods have no tier."""
-    return cgroups.pod_cgroup_parent(pod.uid, qos_class(pod), driver)
+    kubepods-burstable-pod<uid>.slice (systemd), under the cgroupRoot's `kubepods`; Guaranteed
+    pods have no tier."""
+    return cgroups.pod_cgroup_parent(pod.uid, qos_class(pod), driver, kubepods)
 
 
 def sandbox_config(pod: Pod, attempt: int, logs_root: str, dns: ClusterDNS | None = None,
-                   cgroup_driver: str = cgroups.CGROUPFS) -> api.PodSandboxConfig:
+                   cgroup_driver: str = cgroups.CGROUPFS, kubepods: str = cgroups.KUBEPODS) -> api.PodSandboxConfig:
     port_mappings = [
         api.PortMapping(protocol=_PROTOCOLS[p.protocol], container_port=p.container_port,
                         host_port=p.host_port, host_ip=p.host_ip)
@@ -83,8 +86,9 @@ def sandbox_config(pod: Pod, attempt: int, logs_root: str, dns: ClusterDNS | Non
         labels=labels.pod_labels(pod),
         annotations=pod.annotations,
         linux=api.LinuxPodSandboxConfig(
-            cgroup_parent=pod_cgroup_parent(pod, cgroup_driver),
-            security_context=api.LinuxSandboxSecurityContext(namespace_options=_namespace_options(pod)),
+            cgroup_parent=pod_cgroup_parent(pod, cgroup_driver, kubepods),
+            security_context=api.LinuxSandboxSecurityContext(namespace_options=_namespace_options(pod),
+                                                             privileged=sandbox_privileged(pod)),
             sysctls=pod.sysctls,
         ),
     )

@@ -29,7 +29,8 @@ def read_tail(path: str, limit: int) -> bytes:
 
 
 def log_messages(cri_log: bytes) -> list[bytes]:
-    """The lines of a CRI-format log (`<time> <stream> <P|F> <text>`), partial lines joined."""
+    """The lines of a CRI-format log (`<time> <stream> <P|F> <text>`), partial lines joined; a
+    full line ends with a newline, a last partial one does not."""
     out: list[bytes] = []
     partial = b""
     for raw in cri_log.split(b"\n"):
@@ -42,6 +43,8 @@ def log_messages(cri_log: bytes) -> list[bytes]:
             continue
         out.append(partial + text + b"\n")
         partial = b""
+    if partial:  # the output ended without a newline (`echo -n DONE`): its last line as it is
+        out.append(partial)
     return out
 
 

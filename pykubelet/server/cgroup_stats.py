@@ -91,9 +91,9 @@ def _usage_v2(relative: str, root: str) -> CgroupUsage | None:
                        stat.get("pgfault", 0), stat.get("pgmajfault", 0))
 
 
-def pod_cgroup(uid: str, root: str = CGROUP_ROOT) -> str | None:
-    """The pod's cgroup relative to a hierarchy (either driver's layout), if it exists."""
-    return cgroups.pod_cgroup_relative(uid, root)
+def pod_cgroup(uid: str, root: str = CGROUP_ROOT, kubepods: str = cgroups.KUBEPODS) -> str | None:
+    """The pod's cgroup relative to a hierarchy (either driver's layout, under `kubepods`), if it exists."""
+    return cgroups.pod_cgroup_relative(uid, root, kubepods)
 
 
 def net_dev(pid: int | None) -> dict[str, tuple[int, int, int, int]]:

@@ -21,6 +21,7 @@ from pykubelet.api.times import rfc3339
 from pykubelet.cri import errors
 from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.runtime import labels, paths
+from pykubelet.runtime.cgroups import kubepods_under
 from pykubelet.server import cgroup_stats as cg
 from pykubelet.server.host import Host, container_id
 from pykubelet.util.log import get_logger
@@ -167,7 +168,7 @@ class SummaryProvider:
             containers.append(entry)
         out: dict[str, Any] = {"podRef": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
                                "startTime": status.get("startTime"), "containers": containers}
-        relative = cg.pod_cgroup(pod.uid)
+        relative = cg.pod_cgroup(pod.uid, kubepods=kubepods_under(self.host.settings.pods.cgroup_root))
         usage = cg.cgroup_usage(relative) if relative else None
         if usage is not None:
             keys.add(pod.uid)

@@ -25,7 +25,7 @@ class ApiserverPodSource:
         self._invalid: set[str] = set()  # UIDs whose error was already logged
         self._parsed: dict[str, tuple[str, Pod | None]] = {}  # uid -> (resourceVersion, pod): parse each change once
         self._reflector = Reflector(kube, "/api/v1/pods", {"fieldSelector": f"spec.nodeName={node_name}"},
-                                    self._publish, "pod")
+                                    self._publish, "pod", on_deleted=self._deleted)
         self.ready = self._reflector.ready
 
     def _parse(self, raw: dict[str, Any]) -> Pod | None:
@@ -49,6 +49,16 @@ class ApiserverPodSource:
         for uid in self._parsed.keys() - objects.keys():
             del self._parsed[uid]
         self.on_pods([p for uid, raw in objects.items() if (p := self._pod(uid, raw))])
+
+    def _deleted(self, raw: dict[str, Any]) -> None:
+        """A pod gone from the apiserver at once (a force deletion, grace 0) was never seen being
+        deleted: hand over its last state first, so it is stopped within its deletion grace
+        period (as the kubelet does) rather than its spec's; the set without it follows."""
+        meta = raw.get("metadata") or {}
+        if not meta.get("deletionTimestamp") or not meta.get("uid"):
+            return
+        objects = {**self._reflector.objects, meta["uid"]: raw}
+        self.on_pods([p for uid, obj in objects.items() if (p := self._pod(uid, obj))])
 
     async def run(self) -> None:
         await self._reflector.run()

@@ -146,11 +146,13 @@ class StatusManager:
         self._dirty.discard(uid)
 
     def finish_deletion(self, pod: Pod) -> None:
-        """The pod's containers are gone: delete it from the apiserver for good."""
-        self.remove(pod.uid)
+        """The pod's containers are gone: write its last status (how they ended), then delete it
+        from the apiserver for good; its status is forgotten once the DELETE went through."""
         if self.kube is not None and not pod.is_static:
             self._deletions[pod.uid] = pod
             self._wake.set()
+        else:
+            self.remove(pod.uid)
 
     def pod_list(self) -> dict[str, Any]:
         """Every pod with its status, as a v1 PodList (what /pods serves)."""
@@ -179,7 +181,8 @@ class StatusManager:
             for uid in list(self._dirty):
                 await self._write_status(uid)
             for uid, pod in list(self._deletions.items()):
-                await self._delete(pod)
+                if uid not in self._dirty:  # its last status first (retried until written)
+                    await self._delete(pod)
 
     async def _write_status(self, uid: str) -> None:
         assert self.kube is not None
@@ -221,3 +224,4 @@ class StatusManager:
             log.warning("Failed to delete pod; will retry", pod=pod.full_name, err=str(e))
             return
         self._deletions.pop(pod.uid, None)
+        self.remove(pod.uid)

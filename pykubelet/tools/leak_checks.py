@@ -24,12 +24,19 @@ POD_CGROUP = re.compile(r"^pod([0-9a-f-]{8,})$|^kubepods(?:-[a-z]+)?-pod([0-9a-f
 POD_VOLUME_MOUNT = re.compile(r"/pods/([0-9a-f-]{36})/(?:volumes|volume-subpaths|etc-hosts)")
 RUNTIME_MOUNT = re.compile(r"/(?:k8s\.io|sandboxes)/([0-9a-f]{64})/")
 PORTMAP_COMMENT = re.compile(r'id: \\?"([0-9a-f]{64})\\?"')
+# What a Service proxy (`pykubelet proxy`, kube-proxy) programs: its chains (iptables mode; the
+# names of pykubelet/proxy/iptables_rules.py and names.py) and its table (nftables mode).
+PROXY_CHAINS = {"KUBE-SERVICES", "KUBE-NODEPORTS", "KUBE-POSTROUTING", "KUBE-MARK-MASQ", "KUBE-EXTERNAL-SERVICES",
+                "KUBE-FORWARD", "KUBE-PROXY-FIREWALL", "KUBE-PROXY-CANARY"}
+PROXY_CHAIN_PREFIXES = ("KUBE-SVC-", "KUBE-SVL-", "KUBE-EXT-", "KUBE-FW-", "KUBE-SEP-")
+PROXY_TABLE = "table ip kube-proxy"
 
 
 @dataclass(frozen=True)
 class Leak:
     kind: str
-    """What was left: sandbox, container, shim, netns, ip, attachment, pod-dir, mount, cgroup, log-dir, rule."""
+    """What was left: sandbox, container, shim, netns, ip, attachment, pod-dir, mount, cgroup, log-dir, rule,
+    proxy-rule."""
     what: str
     """The thing itself: a path, an ID, a rule."""
     owner: str
@@ -158,14 +165,35 @@ def leaked_rules(alive: Alive, iptables_save: str) -> list[Leak]:
     return out
 
 
-def iptables_save(host_netns: str) -> str:
-    argv = ["iptables-save"]
+def leaked_proxy_rules(iptables_save: str, nft_tables: str) -> list[Leak]:
+    """A Service proxy's chains and table: no pod holds them, and a test that runs a proxy removes
+    them when it is done (`pykubelet proxy --cleanup`); what is there is what it left."""
+    out = []
+    for line in iptables_save.splitlines():
+        chain = line[1:].split(" ", 1)[0] if line.startswith(":") else ""
+        if chain in PROXY_CHAINS or chain.startswith(PROXY_CHAIN_PREFIXES):
+            out.append(Leak("proxy-rule", f"iptables chain {chain}", ""))
+    out += [Leak("proxy-rule", "nftables " + line.strip(), "") for line in nft_tables.splitlines()
+            if line.strip() == PROXY_TABLE]
+    return out
+
+
+def _in_netns(host_netns: str, *argv: str) -> str:
     if host_netns:
-        argv = ["nsenter", f"--net={host_netns if '/' in host_netns else os.path.join(NETNS_DIR, host_netns)}", *argv]
+        argv = ("nsenter", f"--net={host_netns if '/' in host_netns else os.path.join(NETNS_DIR, host_netns)}", *argv)
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired):
         return ""
+
+
+def iptables_save(host_netns: str) -> str:
+    return _in_netns(host_netns, "iptables-save")
+
+
+def nft_tables(host_netns: str) -> str:
+    """`nft list tables` ("" without nft)."""
+    return _in_netns(host_netns, "nft", "list", "tables")
 
 
 def _listdir(path: str) -> list[str]:

@@ -4,7 +4,8 @@ A pod exists on the node as long as its CRI sandbox does; what it holds is keyed
 sandbox's ID (containerd's shim, the netns, the IP reservation, the agent's attachment record,
 portmap's rules) or by the pod's UID (its directory and mounts under <root-dir>/pods, its
 cgroups, its log directory). Each check (leak_checks.py) lists what is keyed by an ID or UID that no
-sandbox has any more. With --expect-no-pods every sandbox and container counts too: that is how
+sandbox has any more. A Service proxy's chains and table (held by no pod) count as left behind
+too. With --expect-no-pods every sandbox and container counts too: that is how
 the test suites end (they must leave the machine as they found it).
 """
 
@@ -20,8 +21,8 @@ from dataclasses import asdict, dataclass, field
 from pykubelet.cri import errors
 from pykubelet.cri.client import CRIClient
 from pykubelet.tools.leak_checks import (Alive, Leak, iptables_save, leaked_attachments, leaked_cgroups, leaked_ips,
-                                         leaked_log_dirs, leaked_mounts, leaked_netns, leaked_pod_dirs, leaked_rules,
-                                         leaked_shims, shim_args)
+                                         leaked_log_dirs, leaked_mounts, leaked_netns, leaked_pod_dirs,
+                                         leaked_proxy_rules, leaked_rules, leaked_shims, nft_tables, shim_args)
 
 
 @dataclass
@@ -91,7 +92,9 @@ async def account(node: Node, expect_no_pods: bool = False) -> list[Leak]:
     leaks += leaked_mounts(alive)
     leaks += leaked_cgroups(alive)
     leaks += leaked_log_dirs(alive, node.pod_logs_dir)
-    leaks += leaked_rules(alive, await asyncio.to_thread(iptables_save, node.host_netns))
+    saved = await asyncio.to_thread(iptables_save, node.host_netns)
+    leaks += leaked_rules(alive, saved)
+    leaks += leaked_proxy_rules(saved, await asyncio.to_thread(nft_tables, node.host_netns))
     return leaks
 
 

@@ -34,20 +34,23 @@ def _mounted(path: str) -> bool:
 
 
 def _empty_dir(root_dir: str, pod: Pod, name: str, source: dict[str, Any]) -> str:
+    """The kubelet's emptyDir: a world-writable directory (0777, so any runAsUser can use it), or
+    for medium Memory a tmpfs over it, whose root keeps tmpfs' own mode (1777, sticky). With an
+    fsGroup, the volume ownership step: the group owns it, with rwx for it and setgid (files
+    made in it inherit the group, so every container of the pod shares them)."""
     path = paths.volume_dir(root_dir, pod.uid, "kubernetes.io~empty-dir", name)
     os.makedirs(path, exist_ok=True)
-    if (source or {}).get("medium") == "Memory" and not _mounted(path):
-        options = "mode=0777"
-        if source.get("sizeLimit"):
-            options += f",size={quantity_bytes(source['sizeLimit'])}"
-        subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", path], check=True, capture_output=True)
-    os.chmod(path, 0o777)  # the kubelet's emptyDir is world-writable, so any runAsUser can use it
+    if not _mounted(path):
+        os.chmod(path, 0o777)
+        if (source or {}).get("medium") == "Memory":
+            command = ["mount", "-t", "tmpfs"]
+            if source.get("sizeLimit"):
+                command += ["-o", f"size={quantity_bytes(source['sizeLimit'])}"]
+            subprocess.run([*command, "tmpfs", path], check=True, capture_output=True)
     fs_group = pod.fs_group
     if fs_group is not None:
-        # The kubelet's volume ownership step: the fsGroup owns it, and files made in it inherit
-        # that group (setgid), so every container of the pod shares them.
         os.chown(path, -1, fs_group)
-        os.chmod(path, 0o2777)
+        os.chmod(path, os.stat(path).st_mode & 0o7777 | stat.S_ISGID | 0o770)
     return path
 
 
@@ -106,12 +109,24 @@ def container_mounts(pod: Pod, container: Container, volumes: dict[str, str],
             sub = os.path.normpath(mount.sub_path)
             if sub.startswith("..") or os.path.isabs(sub):
                 raise ContainerConfigError(f"volumeMount {name!r}: subPath {mount.sub_path!r} must stay inside")
-            host = os.path.join(host, sub)
+            root, host = host, os.path.join(host, sub)
             if not os.path.exists(host):
-                os.makedirs(host, mode=0o777, exist_ok=True)  # the kubelet creates a missing subPath
+                _make_sub_path(root, sub)
         mounts.append(api.Mount(container_path=mount.mount_path, host_path=host,
                                 readonly=mount.read_only or name in read_only))
     return mounts
+
+
+def _make_sub_path(volume: str, sub: str) -> None:
+    """Create a missing subPath as the kubelet does: each missing directory with the mode of the
+    volume's own (set explicitly, past the umask), so an fsGroup volume's group keeps access."""
+    mode = os.stat(volume).st_mode & 0o7777
+    path = volume
+    for part in sub.split(os.sep):
+        path = os.path.join(path, part)
+        if not os.path.isdir(path):
+            os.mkdir(path)
+            os.chmod(path, mode)
 
 
 def teardown_volumes(root_dir: str, uid: str) -> None:

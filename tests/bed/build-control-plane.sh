@@ -8,6 +8,8 @@
 # versions is a no-op. The first run takes tens of minutes on 2 cores.
 set -euo pipefail
 
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/k8s-module.sh"
 K8S_VERSION=${K8S_VERSION:-v1.36.3}
 # The etcd that Kubernetes itself pins for this release (build/dependencies.yaml,
 # kubeadm's DefaultEtcdVersion); kubeadm accepts >= 3.5.24 as external etcd.
@@ -36,37 +38,14 @@ exec 9>"$OUT/.lock"
 flock 9
 if built; then echo "control plane $WANT already built in $BIN"; exit 0; fi
 
-command -v go >/dev/null || export PATH=/usr/local/go/bin:$PATH
-# The module and build caches live beside the binaries so a rebuild (e.g. a
-# new patch release) reuses most of the work.
-export GOMODCACHE=$CACHE/go/mod GOCACHE=$CACHE/go/build
-export GOFLAGS="-mod=mod -buildvcs=false" GOTOOLCHAIN=local GOWORK=off
-# Kubernetes' own build (hack/lib/golang.sh) uses these tags for release builds.
-TAGS=selinux,notest,grpcnotrace
+k8s_go_env
 say() { echo "[build-control-plane $(date +%T)] $*"; }
 say "building $WANT with $(go version) into $BIN"
 
 # --- Kubernetes -------------------------------------------------------------
-# k8s.io/kubernetes points every k8s.io/<staging> module at ./staging/src via
-# replace directives, which Go ignores in a dependency. Mirror each of them
-# with the published v0.X.Y of the same release.
+# A throwaway module that requires k8s.io/kubernetes (k8s-module.sh).
 cd "$OUT/src/k8s"
-mod_json=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION")
-k8s_gomod=$(sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p' <<<"$mod_json")
-[[ -f $k8s_gomod ]] || { echo "cannot find go.mod of k8s.io/kubernetes@$K8S_VERSION" >&2; exit 1; }
-STAGING_VERSION=v0.${K8S_VERSION#v1.}
-go_directive=$(awk '$1 == "go" {print $2; exit}' "$k8s_gomod")
-{
-  echo "module pykubelet.local/k8s-build"
-  echo
-  echo "go $go_directive"
-  echo
-  echo "require k8s.io/kubernetes $K8S_VERSION"
-  echo
-  echo "replace ("
-  sed -n 's|^\s*\(k8s\.io/[^ ]*\) => \./staging/src/.*$|\t\1 => \1 '"$STAGING_VERSION"'|p' "$k8s_gomod"
-  echo ")"
-} >go.mod
+k8s_module pykubelet.local/k8s-build
 # tools.go only exists so `go mod tidy` keeps the commands' dependencies.
 {
   echo "//go:build tools"
@@ -82,14 +61,7 @@ say "resolving the k8s module graph (downloads the modules on a fresh machine)"
 go mod tidy
 say "k8s module graph resolved in $((SECONDS - t0))s"
 
-# What hack/lib/version.sh stamps in, so /version and `kubectl version`
-# report the release rather than v0.0.0-master.
-minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
-ldflags="-s -w"
-for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
-  ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-  ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-done
+ldflags=$(k8s_ldflags)
 for c in "${K8S_CMDS[@]}"; do
   t0=$SECONDS
   say "building $c (minutes each on 2 cores; the go build prints nothing meanwhile)"

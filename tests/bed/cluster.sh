@@ -14,11 +14,15 @@
 #
 # Environment: PYKUBELET_CLUSTER_DIR (state; default <repo>/.cluster, git-ignored),
 # PYKUBELET_API_PORT (6443), PYKUBELET_ETCD_PORT (2379; peer = +1),
-# PYKUBELET_CM_PORT (10257), PYKUBELET_SCHED_PORT (10259),
+# PYKUBELET_CM_PORT (10257), PYKUBELET_SCHED_PORT (10259), PYKUBELET_API_ADVERTISE_ADDRESS
+# (10.250.0.1: the "kubernetes" Service's endpoint, on the multi-node LAN), PYKUBELET_CLUSTER_CIDR
+# (the pods' range nodes' podCIDRs come from, 10.244.0.0/16: a second cluster whose node shares
+# this machine's network with the first one's needs another),
 # PYKUBELET_CLUSTER_WAIT (seconds per readiness wait, 120), K8S_VERSION, PYKUBELET_CACHE.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/detach.sh"
 repo="$(cd "$here/../.." && pwd)"
 export K8S_VERSION=${K8S_VERSION:-v1.36.3}
 BIN=${PYKUBELET_CACHE:-/var/cache/pykubelet}/k8s/$K8S_VERSION/bin
@@ -31,7 +35,9 @@ CM_PORT=${PYKUBELET_CM_PORT:-10257}
 SCHED_PORT=${PYKUBELET_SCHED_PORT:-10259}
 WAIT=${PYKUBELET_CLUSTER_WAIT:-120}
 SERVER=https://127.0.0.1:$API_PORT
+ADVERTISE=${PYKUBELET_API_ADVERTISE_ADDRESS:-10.250.0.1}
 SERVICE_CIDR=10.96.0.0/12
+CLUSTER_CIDR=${PYKUBELET_CLUSTER_CIDR:-10.244.0.0/16}
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 
 say() { echo "cluster: $*" >&2; }
@@ -123,9 +129,15 @@ start() {
   pid_of "$name" >/dev/null && return
   [[ -z $(ss -Hltn "sport = :$port") ]] || die "port $port is taken: $(ss -Hltnp "sport = :$port" | grep -o 'users:.*')"
   say "starting $name"
-  # setsid: the daemons outlive the shell (or make) that started them.
-  setsid "$BIN/$name" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
-  echo $! >"$RUN/$name.pid"
+  detach "$BIN/$name" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null
+  local pid=$! i
+  echo "$pid" >"$RUN/$name.pid"
+  # Until the subshell has exec'd the program, the PID's command line is the shell's or setsid's,
+  # and pid_of (so wait_for) would take a slow start on a busy machine for an exit.
+  for ((i = 0; i < 100; i++)); do
+    { pid_of "$name" >/dev/null || ! kill -0 "$pid" 2>/dev/null; } && break
+    sleep 0.1
+  done
 }
 
 # wait_for NAME CMD...: poll CMD until it succeeds, NAME dies, or the deadline passes.
@@ -161,12 +173,13 @@ up() {
     --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" --initial-cluster "default=$peer"
   wait_for etcd etcd_ok
 
-  # Loopback only. Endpoints may not hold a loopback IP, so the "kubernetes"
-  # Service gets no endpoints (--endpoint-reconciler-type none) instead of the
-  # apiserver logging "may not be in the loopback range" every 10s; pods here
-  # cannot reach 10.96.0.1 anyway (no kube-proxy). InternalIP first: the default
+  # Listens on loopback only, but advertises $ADVERTISE: the "kubernetes"
+  # Service's endpoint (Endpoints may not hold a loopback IP). That is the
+  # control plane's address on the multi-node test bed's LAN, where a relay
+  # (tests/bed/relay.py) forwards it to loopback, so pods reach the apiserver at
+  # 10.96.0.1 through `pykubelet proxy`. InternalIP first: the default
   # (Hostname first) makes logs/exec do a DNS lookup of the node name.
-  start kube-apiserver "$API_PORT" --bind-address 127.0.0.1 --secure-port "$API_PORT" --advertise-address 127.0.0.1 \
+  start kube-apiserver "$API_PORT" --bind-address 127.0.0.1 --secure-port "$API_PORT" --advertise-address "$ADVERTISE" \
     --etcd-servers "http://127.0.0.1:$ETCD_PORT" --service-cluster-ip-range "$SERVICE_CIDR" \
     --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction --allow-privileged=true \
     --client-ca-file "$PKI/ca.crt" --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
@@ -177,7 +190,7 @@ up() {
     --requestheader-username-headers X-Remote-User --requestheader-group-headers X-Remote-Group \
     --requestheader-extra-headers-prefix X-Remote-Extra- \
     --proxy-client-cert-file "$PKI/front-proxy-client.crt" --proxy-client-key-file "$PKI/front-proxy-client.key" \
-    --endpoint-reconciler-type none --enable-bootstrap-token-auth \
+    --enable-bootstrap-token-auth \
     --kubelet-preferred-address-types InternalIP,Hostname,InternalDNS,ExternalDNS,ExternalIP
   wait_for kube-apiserver api_ok
 
@@ -188,7 +201,7 @@ up() {
     --controllers '*,bootstrapsigner,tokencleaner' --use-service-account-credentials \
     --service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
     --cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key" \
-    --allocate-node-cidrs --cluster-cidr 10.244.0.0/16 --node-cidr-mask-size 24 \
+    --allocate-node-cidrs --cluster-cidr "$CLUSTER_CIDR" --node-cidr-mask-size 24 \
     --service-cluster-ip-range "$SERVICE_CIDR" --node-monitor-grace-period 40s
   start kube-scheduler "$SCHED_PORT" --bind-address 127.0.0.1 --secure-port "$SCHED_PORT" --leader-elect=false \
     --kubeconfig "$sched" --authentication-kubeconfig "$sched" --authorization-kubeconfig "$sched"

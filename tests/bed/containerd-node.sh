@@ -5,7 +5,7 @@
 # containerd of its own (a second test run, a demo) can use one too.
 #
 #   containerd-node.sh up NAME [--netns NS] [--cni-conf-dir DIR]
-#   containerd-node.sh down NAME        stop it, remove its pods' containers and its dirs
+#   containerd-node.sh down NAME        stop it, remove its pods' containers, network namespaces and dirs
 #   containerd-node.sh socket NAME      print its CRI endpoint
 #
 # The config is tests/bed/containerd.toml (what setup.sh installs) with the paths
@@ -15,6 +15,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/detach.sh"
 cache="${PYKUBELET_CACHE:-/var/cache/pykubelet}"
 main_config="${PYKUBELET_CONTAINERD_CONFIG:-/etc/pykubelet/containerd.toml}"
 export PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH"
@@ -54,8 +55,8 @@ up() {
     # nsenter, not `ip netns exec`: that one also gives containerd a mount namespace of its own,
     # and the pod netns mounts it makes under /var/run/netns would be invisible to everyone else.
     [ -n "$netns" ] && launcher=(nsenter "--net=/var/run/netns/$netns")
-    setsid nohup "${launcher[@]}" containerd --config "$state/containerd.toml" \
-        </dev/null >>"$state/containerd.log" 2>&1 &
+    detach nohup "${launcher[@]}" containerd --config "$state/containerd.toml" \
+        </dev/null >>"$state/containerd.log" 2>&1
     echo $! >"$state/containerd.pid"
     local deadline=$((SECONDS + 60))
     until ctr_ok; do
@@ -68,11 +69,16 @@ up() {
 }
 
 down() {
+    local netns_paths=""
     if ctr_ok; then
         # Sandboxes first: their netns and CNI state go with them.
         local ids
         ids="$(ctr --address "$sock" -n k8s.io containers ls -q 2>/dev/null || true)"
         for id in $ids; do
+            # A sandbox's network namespace is a mount under /var/run/netns that outlives containerd
+            # unless the sandbox is removed through CRI (a node whose agent died never did that).
+            netns_paths+=" $(ctr --address "$sock" -n k8s.io containers info "$id" 2>/dev/null \
+                | grep -o '"/var/run/netns/[^"]*"' | tr -d '"' || true)"
             ctr --address "$sock" -n k8s.io tasks kill -s SIGKILL "$id" >/dev/null 2>&1 || true
         done
     fi
@@ -87,6 +93,11 @@ down() {
     pkill -9 -f "containerd-shim-runc-v2 -namespace k8s.io -id [0-9a-f]+ -address $sock( |\$)" 2>/dev/null || true
     { grep -o " $state/[^ ]*\| $root/[^ ]*" /proc/mounts || true; } | sort -r | while read -r m; do
         umount -l "$m" 2>/dev/null || true
+    done
+    for ns in $netns_paths; do
+        [ -e "$ns" ] || continue
+        umount "$ns" 2>/dev/null || umount -l "$ns" 2>/dev/null || true
+        rm -f "$ns"
     done
     rm -rf "$root" "$state"
 }

@@ -15,6 +15,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/detach.sh"
 repo="$(cd "$here/../.." && pwd)"
 
 export PYKUBELET_CACHE="${PYKUBELET_CACHE:-/var/cache/pykubelet}"
@@ -37,7 +38,9 @@ die() { printf 'setup: ERROR: %s\n' "$*" >&2; exit 1; }
 ctr_ok() { [ -S "$sock" ] && ctr --address "$sock" --connect-timeout 1s --timeout 5s version >/dev/null 2>&1; }
 
 # ------------------------------------------------------------------ packages
-pkgs=(containerd runc containernetworking-plugins busybox-static iptables iproute2 gcc libc6-dev)
+# nftables: `pykubelet proxy --proxy-mode nftables` (nft); iptables: its default mode and the CNI plugins;
+# conntrack: the Service tests show a node's flows when a connection fails.
+pkgs=(containerd runc containernetworking-plugins busybox-static iptables nftables conntrack iproute2 gcc libc6-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     if [ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)" != installed ]; then
@@ -119,16 +122,7 @@ if ctr_ok; then
 else
     [ -S "$sock" ] && warn "stale $sock (no answer); starting a new containerd"
     say "starting containerd (log $log_dir/containerd.log)"
-    # containerd outlives this script, so it must not keep what this script was handed above
-    # stdio: under `flock /tmp/pkl-tests.lock make ...` that is the test lock's descriptor, and a
-    # daemon holding it blocks every later locked run until containerd stops.
-    (
-        for fd in /proc/"$BASHPID"/fd/*; do
-            fd="${fd##*/}"
-            [ "$fd" -gt 2 ] && eval "exec $fd>&-"
-        done
-        exec setsid nohup containerd --config "$config" </dev/null >>"$log_dir/containerd.log" 2>&1
-    ) &
+    detach nohup containerd --config "$config" </dev/null >>"$log_dir/containerd.log" 2>&1
     pid=$!
     echo "$pid" >"$run_dir/containerd.pid"
     echo "$cfg_sum" >"$run_dir/containerd.config.sha256"

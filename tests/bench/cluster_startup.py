@@ -34,6 +34,7 @@ from pykubelet.kube.client import KubeClient
 from pykubelet.kube.reflector import Objects, Reflector
 from pykubelet.network import assets
 from pykubelet.runtime import labels
+from tests import kubelet_chains
 from tests.bench.startup import machine, percentile
 from tests.cluster.conftest import ADMIN, STATE, cluster_sh, control_plane, kubectl
 from tests.helpers import wait_for
@@ -112,6 +113,7 @@ class NodeAgent:
                 "readOnlyPort": 0}))
             # --cert-dir does not follow --root-dir; the device plugin dir is fixed: note whether it was there.
             self.made_device_plugins = not os.path.exists(DEVICE_PLUGINS)
+            self.made_chains = kubelet_chains.absent()  # it makes its iptables chains in this netns
             argv = [str(BIN / "kubelet"), "--config", str(config), "--root-dir", str(root),
                     "--cert-dir", str(root / "pki"), "--hostname-override", self.node]
         else:
@@ -143,11 +145,13 @@ class NodeAgent:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+                self.proc.wait()
         if not self.standalone:
             kubectl("delete", "node", self.node, "--wait=false", check=False)
         root = self.workdir / "root"
         subprocess.run(["umount", "-R", str(root)], capture_output=True)  # the real kubelet bind-mounts it
         if self.kind == "kubelet":
+            kubelet_chains.remove(getattr(self, "made_chains", set()))
             if getattr(self, "made_device_plugins", False):
                 shutil.rmtree(DEVICE_PLUGINS, ignore_errors=True)
                 with contextlib.suppress(OSError):

@@ -4,6 +4,10 @@ A node is a network namespace (its host network, with eth0 on a shared LAN: a br
 namespace of its own), its own containerd running in that namespace, and its own pykubelet.
 The agent itself stays in the machine's namespace, where the apiserver listens on loopback,
 and is told which namespace is its node's host network (--host-netns).
+
+The control plane also has an address on the LAN, the one the apiserver advertises (so the
+`kubernetes` Service leads there): a relay (tests/bed/relay.py) answers on it for the apiserver,
+as a real control plane answers its nodes and their pods.
 """
 
 from __future__ import annotations
@@ -11,8 +15,10 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import os
 import pathlib
 import subprocess
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +32,8 @@ from tests.runtime.conftest import AgentProcess
 
 LAN_NS = "pkl-lan"
 LAN_BRIDGE = "lan0"
+CONTROL_PLANE_IP = os.environ.get("PYKUBELET_API_ADVERTISE_ADDRESS", "10.250.0.1")  # tests/bed/cluster.sh
+API_PORT = os.environ.get("PYKUBELET_API_PORT", "6443")
 CONTAINERD_NODE = REPO / "tests" / "bed" / "containerd-node.sh"
 
 
@@ -119,10 +127,23 @@ def host_network_down(netns: str) -> None:
     subprocess.run(["ip", "netns", "del", netns], capture_output=True)
 
 
+def apiserver_on_lan() -> subprocess.Popen[str]:
+    """The control plane's LAN address, with a relay to the apiserver behind it; ready on return."""
+    sh("ip", "-n", LAN_NS, "addr", "replace", f"{CONTROL_PLANE_IP}/24", "dev", LAN_BRIDGE)
+    relay = subprocess.Popen([sys.executable, "-m", "tests.bed.relay", "--netns", LAN_NS, "--listen",
+                              f"{CONTROL_PLANE_IP}:{API_PORT}", "--to", f"127.0.0.1:{API_PORT}"],
+                             cwd=REPO, stdout=subprocess.PIPE, text=True)
+    assert relay.stdout is not None and relay.stdout.readline().strip() == "ready", "the apiserver relay did not start"
+    return relay
+
+
 @pytest.fixture(scope="session")
 def lan():
     lan_up()
+    relay = apiserver_on_lan()
     yield LAN_NS
+    relay.kill()
+    relay.wait()
     subprocess.run(["ip", "netns", "del", LAN_NS], capture_output=True)
 
 

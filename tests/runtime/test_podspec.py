@@ -218,3 +218,20 @@ async def test_files_in_an_empty_dir_belong_to_the_pods_fs_group(agent, manifest
     lines = await wait_for(lambda: log_lines(agent, name, pod), 10, "the file's owner in the log",
                            describe=agent.describe)
     assert lines[0] == "1000:2000"  # made by the container's user, in the pod's fsGroup (setgid)
+
+
+async def test_empty_dir_modes_are_the_kubelets_on_disk_and_in_memory(agent, manifests):
+    script = "stat -c '%a' /disk /memory; sleep 3600"
+    manifest = pod_manifest("modes", script, grace=1)
+    manifest["spec"]["securityContext"] = {"fsGroup": 123}
+    manifest["spec"]["volumes"] = [{"name": "disk", "emptyDir": {}},
+                                   {"name": "memory", "emptyDir": {"medium": "Memory"}}]
+    manifest["spec"]["containers"][0]["volumeMounts"] = [{"name": "disk", "mountPath": "/disk"},
+                                                         {"name": "memory", "mountPath": "/memory"}]
+    write_manifest(manifests, "modes", manifest)
+    name = f"modes-{NODE}"
+    pod = await agent.wait_pod(name, lambda p: phase(p) == "Running", 30, "Running")
+    lines = await wait_for(lambda: len(log_lines(agent, name, pod)) >= 2 and log_lines(agent, name, pod), 10,
+                           "the modes in the log", describe=agent.describe)
+    # 0777 on disk, tmpfs' own 1777 in memory; the fsGroup adds setgid (and group rwx).
+    assert lines[:2] == ["2777", "3777"]

@@ -166,3 +166,47 @@ def test_pod_is_terminal_once_no_container_will_run_again(policy, states, termin
     pod = make_pod(*names, restart_policy=policy)
     runtime = [container(pod, n, s[0], s[1]) for n, s in zip(names, states) if s is not None]
     assert is_terminal(pod, state([sandbox(ready=False)], runtime)) is terminal
+
+
+def with_ephemeral(pod: Pod) -> Pod:
+    raw = {**pod.raw, "spec": {**pod.raw["spec"], "ephemeralContainers": [
+        {"name": "debugger", "image": "busybox:1.36", "command": ["sh"], "stdin": True, "tty": True}]}}
+    return parse_pod(raw, where="test")
+
+
+def test_an_ephemeral_container_starts_once_in_the_running_pod_and_never_again():
+    pod = with_ephemeral(make_pod("app"))
+    running = [container(pod, "app", RUNNING)]
+    assert compute_pod_actions(pod, state([sandbox()], running)).start == ["debugger"]
+    for debugger_state, code in ((RUNNING, 0), (EXITED, 0), (EXITED, 1)):
+        actions = compute_pod_actions(pod, state([sandbox()], [*running, container(pod, "debugger", debugger_state,
+                                                                                   code)]))
+        assert actions.is_noop()  # neither restarted nor killed as "not in the pod spec"
+    # A pod whose sandbox is replaced starts its regular containers, not its ephemeral ones.
+    assert compute_pod_actions(pod, state([sandbox(ready=False)])).start == ["app"]
+
+
+def test_the_app_waits_for_a_sidecar_until_its_startup_probe_succeeded():
+    pod = parse_pod({"metadata": {"name": "p", "uid": "uid1"}, "spec": {
+        "initContainers": [{"name": "proxy", "image": "busybox:1.36", "restartPolicy": "Always",
+                            "startupProbe": {"exec": {"command": ["ready"]}}}],
+        "containers": [{"name": "app", "image": "busybox:1.36"}]}}, where="test")
+    proxy = container(pod, "proxy", RUNNING, hash=container_hash(pod.init_containers[0]))
+    assert compute_pod_actions(pod, state([sandbox()], [proxy]), unstarted={proxy.id}).start == []
+    assert compute_pod_actions(pod, state([sandbox()], [proxy])).start == ["app"]
+
+
+def test_a_sidecar_whose_startup_probe_gave_up_is_restarted_before_the_app_starts():
+    pod = parse_pod({"metadata": {"name": "p", "uid": "uid1"}, "spec": {
+        "initContainers": [{"name": "proxy", "image": "busybox:1.36", "restartPolicy": "Always",
+                            "startupProbe": {"exec": {"command": ["ready"]}}},
+                           {"name": "setup", "image": "busybox:1.36"}],
+        "containers": [{"name": "app", "image": "busybox:1.36"}]}}, where="test")
+    proxy = container(pod, "proxy", RUNNING, hash=container_hash(pod.init_containers[0]))
+    gave_up = {proxy.id: "Container proxy failed startup probe, will be restarted"}
+    actions = compute_pod_actions(pod, state([sandbox()], [proxy]), gave_up, unstarted={proxy.id})
+    assert actions.kill == gave_up and actions.start == ["proxy"]
+    # Once started, one whose liveness probe gives up while the next init container runs, too.
+    setup = container(pod, "setup", RUNNING, hash=container_hash(pod.init_containers[1]))
+    actions = compute_pod_actions(pod, state([sandbox()], [proxy, setup]), gave_up)
+    assert actions.kill == gave_up and actions.start == ["proxy"]

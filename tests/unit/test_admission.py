@@ -182,3 +182,16 @@ def test_host_network_pod_conflicts_with_a_host_port_on_its_container_port():
 def test_the_first_failing_check_is_the_reason_given(pod, others, node, reason):
     rejection = admit(pod, others, NODE, node)
     assert rejection is not None and rejection.reason == reason
+
+
+def test_a_pod_for_another_os_is_rejected_by_its_os_field_or_label():
+    windows = parse_pod({"metadata": {"name": "w"}, "spec": {"os": {"name": "windows"}, "containers": [
+        {"name": "app", "image": "busybox:1.36"}]}}, where="test")
+    assert admit(windows, [], NODE, NODE_SIZE) == Rejection(
+        "PodOSNotSupported", "Failed to admit pod as the OS field doesn't match node OS")
+    labelled = parse_pod({"metadata": {"name": "w", "labels": {"kubernetes.io/os": "windows"}},
+                          "spec": {"containers": [{"name": "app", "image": "busybox:1.36"}]}}, where="test")
+    assert admit(labelled, [], NODE, NODE_SIZE).reason == "PodOSSelectorNodeLabelDoesNotMatch"
+    linux = parse_pod({"metadata": {"name": "l", "labels": {"kubernetes.io/os": "linux"}},
+                       "spec": {"os": {"name": "linux"}, "containers": [{"name": "app", "image": "b"}]}}, where="t")
+    assert admit(linux, [], NODE, NODE_SIZE) is None

@@ -74,6 +74,38 @@ def test_orphans_are_found_in_the_systemd_layout(tmp_path):
     assert cgroups.orphaned_pod_cgroups({"gone"}, 0, root=str(root)) == []
 
 
+def test_a_cgroup_root_goes_in_front_of_either_drivers_names():
+    kubepods = cgroups.kubepods_under("/pkl-a/node")
+    assert cgroups.pod_cgroup_parent(UID, "Burstable", "cgroupfs", kubepods) == \
+        f"/pkl-a/node/kubepods/burstable/pod{UID}"
+    parent = cgroups.pod_cgroup_parent(UID, "Burstable", "systemd", kubepods)
+    assert parent == f"pkl_a-node-kubepods-burstable-pod{ESCAPED}.slice"
+    assert cgroups.relative_path(parent) == (
+        f"pkl_a.slice/pkl_a-node.slice/pkl_a-node-kubepods.slice/pkl_a-node-kubepods-burstable.slice/{parent}")
+    assert cgroups.pod_cgroup_parent(UID, "Guaranteed", "systemd", cgroups.kubepods_under("/")) == \
+        f"kubepods-pod{ESCAPED}.slice"
+
+
+@pytest.mark.parametrize("unified", [True, False])
+def test_under_a_cgroup_root_only_that_roots_pods_are_found_orphaned_and_removed(tmp_path, unified):
+    root = v2_tree(tmp_path) if unified else tmp_path
+    hierarchy = root if unified else root / "memory"
+    kubepods = cgroups.kubepods_under("/pkl-a")
+    mine = hierarchy / "pkl_a.slice" / "pkl_a-kubepods.slice" / "pkl_a-kubepods-besteffort.slice" / \
+        f"pkl_a-kubepods-besteffort-pod{ESCAPED}.slice"
+    (mine / "cri-containerd-abc.scope").mkdir(parents=True)
+    (hierarchy / "pkl-a" / "kubepods" / "burstable" / "podcgroupfs").mkdir(parents=True)
+    (hierarchy / "kubepods.slice" / "kubepods-podothernode.slice").mkdir(parents=True)  # another node's
+    assert cgroups.pod_cgroup_dirs(UID, str(root), kubepods) == [str(mine)]
+    assert cgroups.pod_cgroup_relative(UID, str(root), kubepods) == str(mine.relative_to(hierarchy))
+    assert cgroup_stats.pod_cgroup(UID, str(root), kubepods) == str(mine.relative_to(hierarchy))
+    assert cgroups.pod_cgroup_dirs(UID, str(root)) == []
+    assert sorted(cgroups.orphaned_pod_cgroups(set(), 0, root=str(root), kubepods=kubepods)) == \
+        sorted([UID, "cgroupfs"])
+    cgroups.remove_pod_cgroups(UID, str(root), kubepods)  # no systemd runs this fake tree: rmdir
+    assert not mine.exists() and (hierarchy / "kubepods.slice" / "kubepods-podothernode.slice").is_dir()
+
+
 def test_cgroupfs_on_v1_writes_shares_quota_and_limit(tmp_path):
     cgroups.ensure_pod_cgroup("/kubepods/podu", LIMITED, str(tmp_path))
     cpu, memory = tmp_path / "cpu" / "kubepods" / "podu", tmp_path / "memory" / "kubepods" / "podu"

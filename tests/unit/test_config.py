@@ -266,3 +266,26 @@ def test_kubelet_api_settings_from_nested_fields_and_flags(tmp_path):
 def test_bad_kubelet_api_fields_name_the_nested_field(tmp_path, body, where):
     with pytest.raises(ConfigError, match=where):
         settings("--config", str(write_config(tmp_path, body)), "--hostname-override", "n1")
+
+
+def test_cgroup_root_from_the_file_or_the_flag():
+    assert Settings().pods.cgroup_root == ""
+    assert settings("--cgroup-root", "/pkl-conformance").pods.cgroup_root == "/pkl-conformance"
+
+
+def test_cgroup_root_field_is_applied(tmp_path):
+    s = settings("--config", str(write_config(tmp_path, "cgroupRoot: /node-b\n")))
+    assert s.pods.cgroup_root == "/node-b"
+
+
+def test_a_cgroup_root_written_as_a_slice_is_refused_with_the_systemd_driver_only():
+    # the kubelet reads cgroupRoot as a cgroupfs path whose parts name the slices: /kube, not /kube.slice
+    with pytest.raises(ConfigError, match=r"cgroupRoot '/kube.slice'.*write '/kube'"):
+        settings("--cgroup-driver", "systemd", "--cgroup-root", "/kube.slice")
+    with pytest.raises(ConfigError, match=r"write '/a/b'"):
+        settings("--cgroup-driver", "systemd", "--cgroup-root", "a-b.slice")
+    with pytest.raises(ConfigError, match=r"write '/a/b/c'"):
+        settings("--cgroup-driver", "systemd", "--cgroup-root", "/x.slice/a-b.slice/c")
+    assert settings("--cgroup-driver", "systemd", "--cgroup-root", "/kube").pods.cgroup_root == "/kube"
+    assert settings("--cgroup-driver", "systemd", "--cgroup-root", "/").pods.cgroup_root == "/"
+    assert settings("--cgroup-root", "/kube.slice").pods.cgroup_root == "/kube.slice"  # cgroupfs: a name like any

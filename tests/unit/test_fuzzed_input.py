@@ -20,9 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pykubelet.api.errors import InvalidObject
-from pykubelet.api.pod import parse_pod
+from pykubelet.api.pod import parse_pod, unsupported_fields
 from pykubelet.config import ConfigError, Settings, build_parser, load_config_file, settings_from_args
 from pykubelet.config.options import OPTIONS
+from pykubelet.pods.admission import Allocatable, admit
+from pykubelet.runtime.resources import linux_resources, pod_cgroup_resources, qos_class
 from pykubelet.sources.static_files import ManifestError, read_manifest
 
 # CI runs a fixed sample (derandomized: the same 300 inputs every run, so it never flakes);
@@ -116,6 +118,22 @@ def test_a_mutated_pod_is_a_pod_or_an_invalid_object_naming_fields(doc):
         parse_pod(doc, where="fuzz")
     except InvalidObject as e:
         assert e.errors and all(err.path for err in e.errors), e
+
+
+@given(mutated(RICH_POD))
+def test_a_mutated_pod_that_parses_goes_through_admission_and_resources_without_raising(doc):
+    # What the agent does with every pod it is handed, before any worker runs: a pod the parser
+    # lets through must not make these raise (in the agent that would end the source's loop).
+    try:
+        pod = parse_pod(doc, where="fuzz")
+    except InvalidObject:
+        return
+    unsupported_fields(pod)
+    admit(pod, [], "node", Allocatable(pods=110, cpu_millis=2000, memory_bytes=2**32))
+    qos_class(pod)
+    pod_cgroup_resources(pod)
+    for container in (*pod.init_containers, *pod.containers):
+        linux_resources(pod, container, 2**32)
 
 
 @given(json_values)

@@ -133,10 +133,10 @@ def test_repeated_flags_accumulate_lists_and_maps_and_the_last_scalar_wins(caplo
 
 def test_a_setting_in_the_file_and_on_the_command_line_is_warned_about_once(tmp_path, caplog):
     cfg = tmp_path / "config.yaml"
-    cfg.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupRoot: /kubelet\n")
+    cfg.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nkubeletCgroups: /kubelet\n")
     with caplog.at_level(logging.WARNING, logger=config.__name__):
-        settings("--config", str(cfg), "--cgroup-root=/other", "--hostname-override=n1")
-    assert len([m for m in warned(caplog) if "cgroupRoot" in m or "--cgroup-root" in m]) == 1
+        settings("--config", str(cfg), "--kubelet-cgroups=/other", "--hostname-override=n1")
+    assert len([m for m in warned(caplog) if "kubeletCgroups" in m or "--kubelet-cgroups" in m]) == 1
 
 
 @pytest.mark.parametrize("argv, flag", [

@@ -13,7 +13,8 @@ from pykubelet.cni.config import parse_conflist
 from pykubelet.cni.result import parse_result
 from pykubelet.network import assets
 from pykubelet.network.attachments import AttachmentRecords
-from pykubelet.network.hostnet import netns_path, node_route, routes_to_other_nodes
+from pykubelet.network.hostnet import (masquerade_chain, masquerade_rules, netns_path, node_route,
+                                       routes_to_other_nodes)
 from pykubelet.network.pod_network import AgentPodNetwork
 
 RESULT = {"cniVersion": "1.0.0", "interfaces": [{"name": "eth0", "sandbox": "/var/run/netns/x"}],
@@ -174,6 +175,20 @@ def test_routes_go_to_every_other_node_but_not_to_ourselves():
     routes, cidrs = routes_to_other_nodes("n1", me, nodes)
     assert routes == {"10.244.2.0/24": "10.0.0.2"}
     assert cidrs == {"10.244.1.0/24", "10.244.2.0/24", "10.244.3.0/24"}  # all stay unmasqueraded
+
+
+def test_each_bridge_has_its_own_masquerade_chain_so_two_nodes_can_share_a_host_network():
+    assert masquerade_chain("pkl0") == "PYKUBELET-POSTROUTING"  # the default node keeps its chain
+    other = masquerade_chain("pklcf0")
+    assert other != "PYKUBELET-POSTROUTING" and len(other) <= 28  # iptables' limit on chain names
+    assert len(masquerade_chain("a" * 15)) <= 28  # the longest interface name
+
+
+def test_the_masquerade_chain_returns_cluster_traffic_and_masquerades_the_rest():
+    rules = masquerade_rules("PKL-MASQ-x", ["10.245.1.0/24", "10.245.0.0/24"]).splitlines()
+    assert rules == ["*nat", ":PKL-MASQ-x - [0:0]",
+                     "-A PKL-MASQ-x -d 10.245.0.0/24 -j RETURN", "-A PKL-MASQ-x -d 10.245.1.0/24 -j RETURN",
+                     "-A PKL-MASQ-x -d 224.0.0.0/4 -j RETURN", "-A PKL-MASQ-x -j MASQUERADE", "COMMIT"]
 
 
 async def test_a_running_agent_spares_what_was_just_written_and_what_is_in_flight(tmp_path):

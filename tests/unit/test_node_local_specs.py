@@ -65,6 +65,19 @@ def test_pod_cgroups_are_found_in_every_hierarchy_and_removed_deepest_first(tmp_
     assert (tmp_path / "memory" / "kubepods" / "besteffort" / "podu2").is_dir()
 
 
+def test_a_cgroup_root_puts_the_pods_cgroups_under_it_and_only_those_are_found_there(tmp_path):
+    kubepods = cgroups.kubepods_under("/pkl-conformance")
+    assert kubepods == "pkl-conformance/kubepods" and cgroups.kubepods_under("") == "kubepods"
+    assert specs.sandbox_config(pod({}), 0, "/logs", kubepods=kubepods).linux.cgroup_parent == \
+        "/pkl-conformance/kubepods/besteffort/podu1"
+    (tmp_path / "memory" / "pkl-conformance" / "kubepods" / "besteffort" / "podu1").mkdir(parents=True)
+    (tmp_path / "memory" / "kubepods" / "besteffort" / "podu2").mkdir(parents=True)  # another node's
+    assert set(cgroups.pod_cgroups(str(tmp_path), kubepods)) == {"u1"}
+    cgroups.remove_pod_cgroups("u1", str(tmp_path), kubepods)
+    assert cgroups.pod_cgroups(str(tmp_path), kubepods) == {}
+    assert (tmp_path / "memory" / "kubepods" / "besteffort" / "podu2").is_dir()
+
+
 class FakeExec:
     """Answers ExecSync as a runtime would: exit code and output, or a deadline."""
 

@@ -48,6 +48,22 @@ def test_hostname_and_domain_follow_the_kubelet():
         ("db-0", "db.shop.svc.cluster.local")
 
 
+def test_hostname_override_is_the_hostname_with_no_domain_whatever_hostname_and_subdomain_say():
+    assert pod(hostnameOverride="override-host").hostname_and_domain("cluster.local") == ("override-host", "")
+    assert pod(hostname="db-0", subdomain="db", hostnameOverride="a.b.c").hostname_and_domain("cluster.local") == \
+        ("a.b.c", "")
+    assert pod(hostnameOverride="x" * 62 + "-y").hostname_and_domain("") == ("x" * 62, "")  # cut to 63, no dash
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"hostnameOverride": "Not_A_Name"}, "spec.hostnameOverride: Invalid value: 'Not_A_Name'"),
+    ({"hostnameOverride": "h", "hostNetwork": True}, "hostnameOverride cannot be set when hostNetwork is true"),
+])
+def test_an_invalid_hostname_override_is_refused_naming_the_field(spec, message):
+    with pytest.raises(InvalidObject, match=message):
+        pod(**spec)
+
+
 def test_hosts_file_is_written_under_the_pod_dir_and_skipped_without_ip_or_when_mounted(tmp_path):
     p = pod(hostAliases=[{"ip": "10.1.2.3", "hostnames": ["foo"]}])
     mount = podfiles.hosts_mount(str(tmp_path), p, p.containers[0], "10.88.0.7", "cluster.local")

@@ -194,3 +194,23 @@ def test_node_critical_static_pod_is_protected_like_guaranteed():
     pod = make_pod(resources(requests={"cpu": "250m"}), annotations={CONFIG_SOURCE_ANNOTATION: "file"},
                    spec={"priorityClassName": "system-node-critical", "priority": 2000001000})
     assert oom_score_adj(pod, pod.containers[0], NODE_MEMORY) == -997
+
+
+def test_a_null_amount_is_a_zero_quantity_everywhere():
+    # The API decodes `memory: null` as a zero quantity: no limit, no request, no crash later.
+    pod = make_pod(resources(limits={"memory": None, "cpu": "1"}), resources(requests={"cpu": None}))
+    assert qos_class(pod) == BURSTABLE
+    assert linux_resources(pod, pod.containers[0], NODE_MEMORY).memory_limit_in_bytes == 0
+
+
+@pytest.mark.parametrize("kind", ["requests", "limits"])
+def test_a_bad_amount_is_refused_naming_its_field_in_requests_and_limits(kind):
+    given = {"requests": {"memory": "64Mi"}, "limits": {"memory": "64Mi"}}
+    given[kind]["memory"] = "lots"
+    with pytest.raises(ValueError, match=rf"containers\[0\]\.resources\.{kind}\.memory.*'lots'.*must be a quantity"):
+        make_pod(resources(**given))
+
+
+def test_a_null_volume_is_refused_for_its_missing_name():
+    with pytest.raises(ValueError, match=r"spec\.volumes\[0\]\.name.*Required value"):
+        make_pod(resources(), spec={"volumes": [None]})

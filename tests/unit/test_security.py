@@ -215,3 +215,10 @@ def test_non_numeric_image_user_cannot_be_verified_and_is_refused():
 ])
 def test_allowed_to_start(pod_ctx, container_ctx, image_uid, image_user):
     assert refusal(pod_ctx, container_ctx, image_uid, image_user) is None
+
+
+def test_a_pod_with_a_privileged_container_gets_a_privileged_sandbox():
+    from pykubelet.runtime.specs import sandbox_config
+    assert sandbox_config(make_pod(container_ctx={"privileged": True}), 0, "/logs").linux.security_context.privileged
+    assert not sandbox_config(make_pod(container_ctx={"privileged": False}), 0, "/logs").linux.security_context.privileged
+    assert not sandbox_config(make_pod(), 0, "/logs").linux.security_context.privileged

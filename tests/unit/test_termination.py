@@ -54,3 +54,9 @@ def test_partial_log_lines_are_joined():
     log = (b"2026-01-01T00:00:00Z stdout P abc\n2026-01-01T00:00:00Z stdout F def\n"
            b"2026-01-01T00:00:01Z stderr F ghi\n")
     assert log_messages(log) == [b"abcdef\n", b"ghi\n"]
+
+
+def test_output_without_a_final_newline_is_the_message_as_written(tmp_path):
+    # `echo -n DONE; false`: containerd logs the unfinished line as partial (P) when the stream ends.
+    log = "2026-01-01T00:00:00.000000000Z stdout P DONE\n"
+    assert termination_message(status(tmp_path, b"", "FallbackToLogsOnError", exit_code=1, log=log)) == "DONE"

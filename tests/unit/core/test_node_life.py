@@ -5,6 +5,7 @@ runtime that stops answering."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 
 import pytest
@@ -32,15 +33,24 @@ def deleted(spec, grace):
     return parse_pod(raw, where="test")
 
 
-async def test_graceful_deletion_stops_within_its_grace_then_deletes_with_the_uid_precondition(tmp_path):
-    runtime, kube = FakeRuntime(clock), FakeKube()
+@contextlib.asynccontextmanager
+async def running_api_pod(tmp_path, spec, kube):
+    """A node running `spec` from the apiserver, its app ignoring SIGTERM; stopped afterwards."""
+    runtime = FakeRuntime(clock)
     runtime.behave("app", ignores_sigterm=True)
-    spec = pod()
     kube.objects[PATH] = copy.deepcopy(spec.raw)
     node = Core(runtime, tmp_path, kube).start()
     try:
         node.dispatcher.set_pods([spec], "api")
         await until(lambda: node.status().get("phase") == "Running")
+        yield runtime, node
+    finally:
+        await node.stop()
+
+
+async def test_graceful_deletion_stops_within_its_grace_then_deletes_with_the_uid_precondition(tmp_path):
+    kube, spec = FakeKube(), pod()
+    async with running_api_pod(tmp_path, spec, kube) as (runtime, node):
         began = asyncio.get_running_loop().time()
         node.dispatcher.set_pods([deleted(spec, 7)], "api")
         await until(lambda: PATH not in kube.objects, what="the final DELETE")
@@ -50,6 +60,81 @@ async def test_graceful_deletion_stops_within_its_grace_then_deletes_with_the_ui
         assert (verb, path) == ("delete", PATH)
         assert body["gracePeriodSeconds"] == 0 and body["preconditions"] == {"uid": "uid-web"}
         assert not runtime.containers and not runtime.sandboxes
+
+
+async def test_a_force_deleted_pod_is_stopped_within_its_deletion_grace_not_its_specs(tmp_path):
+    kube, spec = FakeKube(), pod(terminationGracePeriodSeconds=500)
+    async with running_api_pod(tmp_path, spec, kube) as (runtime, node):
+        began = asyncio.get_running_loop().time()
+        del kube.objects[PATH]  # gone at once: the source hands it over deleted, then without it
+        node.dispatcher.set_pods([deleted(spec, 0)], "api")
+        node.dispatcher.set_pods([], "api")
+        await until(lambda: not runtime.containers and not runtime.sandboxes, timeout=60, what="everything removed")
+        assert asyncio.get_running_loop().time() - began < 5
+        assert [(name, grace) for name, grace, _ in runtime.stops] == [("app", 0)]
+        assert node.statuses.get("uid-web") is None  # nothing left to report for it
+
+
+class FinalizerKube(FakeKube):
+    """An apiserver whose pods carry a finalizer: the final DELETE leaves them there."""
+
+    async def delete(self, path, body=None):
+        self.writes.append(("delete", path, copy.deepcopy(body)))
+
+
+async def test_a_deleted_pod_reports_how_its_containers_ended_before_the_final_delete_and_only_once(tmp_path):
+    runtime, kube = FakeRuntime(clock), FinalizerKube()
+    spec = pod(containers=[{"name": "app", "image": "busybox:1.36"}])
+    kube.objects[PATH] = copy.deepcopy(spec.raw)
+    node = Core(runtime, tmp_path, kube).start()
+    try:
+        node.dispatcher.set_pods([spec], "api")
+        await until(lambda: node.status().get("phase") == "Running")
+        node.dispatcher.set_pods([deleted(spec, 5)], "api")
+        await until(lambda: any(verb == "delete" for verb, _, _ in kube.writes), what="the final DELETE")
+        last_status = [i for i, (verb, _, _) in enumerate(kube.writes) if verb == "patch"][-1]
+        first_delete = next(i for i, (verb, _, _) in enumerate(kube.writes) if verb == "delete")
+        assert last_status < first_delete  # what the pod ended as is written before it may go
+        status = kube.objects[PATH]["status"]
+        terminated = status["containerStatuses"][0]["state"]["terminated"]
+        assert terminated["finishedAt"] and status["phase"] in ("Succeeded", "Failed")  # terminal, as the kubelet's
+        assert status["phase"] == ("Succeeded" if terminated["exitCode"] == 0 else "Failed")
+        # The finalizer keeps the pod: its updates neither restart the termination nor delete it again.
+        writes = len(kube.writes)
+        for _ in range(3):
+            node.dispatcher.set_pods([deleted(spec, 0)], "api")
+            await asyncio.sleep(15)
+        assert kube.writes[writes:] == [] and runtime.count("RunPodSandbox") == 1
+        assert "uid-web" not in node.dispatcher.workers
+    finally:
+        await node.stop()
+
+
+async def test_while_a_deleted_pod_stops_readiness_is_still_probed_and_reported_but_liveness_is_not(tmp_path):
+    runtime, kube = FakeRuntime(clock), FakeKube()
+    runtime.behave("app", ignores_sigterm=True)
+    runtime.exec_results.update(ready=(0, b""), alive=(0, b""))
+    probes = {"readinessProbe": {"exec": {"command": ["ready"]}, "periodSeconds": 1, "failureThreshold": 1},
+              "livenessProbe": {"exec": {"command": ["alive"]}, "periodSeconds": 1, "failureThreshold": 1}}
+    spec = pod(containers=[{"name": "app", "image": "busybox:1.36", **probes}])
+    kube.objects[PATH] = copy.deepcopy(spec.raw)
+    node = Core(runtime, tmp_path, kube).start()
+
+    def ready_in_api():
+        conditions = kube.objects.get(PATH, {}).get("status", {}).get("conditions", [])
+        return next((c["status"] for c in conditions if c["type"] == "Ready"), None)
+    try:
+        node.dispatcher.set_pods([spec], "api")
+        await until(lambda: ready_in_api() == "True", what="Ready")
+        node.dispatcher.set_pods([deleted(spec, 30)], "api")
+        await asyncio.sleep(2)
+        probed_before = len(runtime.execs)
+        runtime.exec_results.update(ready=(1, b"draining"), alive=(1, b"dying"))  # what its SIGTERM handler does
+        await until(lambda: ready_in_api() == "False", timeout=10, what="not Ready while it stops")
+        assert runtime.running("app")  # well before the end of its grace period
+        assert [cmd for _, cmd in runtime.execs[probed_before:]] and \
+            all(cmd == ["ready"] for _, cmd in runtime.execs[probed_before:])  # no liveness probe any more
+        await until(lambda: PATH not in kube.objects, timeout=60, what="the final DELETE")
     finally:
         await node.stop()
 
@@ -115,6 +200,22 @@ async def test_a_failing_liveness_probe_restarts_the_container(tmp_path):
         await until(lambda: len(runtime.started("app")) == 2, what="the restart")
         assert runtime.stops[0][0] == "app"
         await until(lambda: node.container().get("restartCount") == 1)
+    finally:
+        await node.stop()
+
+
+async def test_a_probe_with_its_own_termination_grace_period_kills_within_it_not_the_pods(tmp_path):
+    runtime = FakeRuntime(clock)
+    runtime.behave("app", ignores_sigterm=True)
+    runtime.exec_results["alive"] = (1, b"dead")
+    node = Core(runtime, tmp_path).start()
+    try:
+        probe = {"exec": {"command": ["alive"]}, "initialDelaySeconds": 10, "failureThreshold": 1,
+                 "terminationGracePeriodSeconds": 5}
+        node.dispatcher.set_pods([pod(terminationGracePeriodSeconds=500,
+                                      containers=[{"name": "app", "image": "busybox:1.36", "livenessProbe": probe}])])
+        await until(lambda: len(runtime.started("app")) == 2, timeout=60, what="the restart within the probe's grace")
+        assert [(name, grace) for name, grace, _ in runtime.stops] == [("app", 5)]
     finally:
         await node.stop()
 

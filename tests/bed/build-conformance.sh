@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Builds Kubernetes' end-to-end test binary (e2e.test), the ginkgo runner and the
+# programs of the test images (agnhost, nnp: tests/bed/images_e2e.py packs them)
+# of one pinned release from the published Go modules, into a cache OUTSIDE the repo:
+#   ${PYKUBELET_CACHE:-/var/cache/pykubelet}/e2e/$K8S_VERSION/bin/{e2e.test,ginkgo,agnhost,nnp}
+# The same way build-control-plane.sh builds the control plane: a throwaway module
+# that requires k8s.io/kubernetes and points every k8s.io/<staging> module at its
+# published v0.X.Y, and the same Go module and build caches (a warm build cache
+# from the control plane saves most of the work). Idempotent: a second run with
+# the same version is a no-op. The first run takes tens of minutes on 2 cores.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/k8s-module.sh"
+K8S_VERSION=${K8S_VERSION:-v1.36.3}
+CACHE=${PYKUBELET_CACHE:-/var/cache/pykubelet}
+OUT=$CACHE/e2e/$K8S_VERSION
+BIN=$OUT/bin
+STAMP=$BIN/.stamp
+WANT="k8s=$K8S_VERSION"
+
+PROGRAMS=(ginkgo agnhost nnp e2e.test)
+# The test images' BusyBox, from its upstream source (its own script: no Go involved).
+bash "$here/build-busybox.sh"
+
+built() {
+  local p
+  for p in "${PROGRAMS[@]}"; do [[ -x $BIN/$p ]] || return 1; done
+  [[ -f $STAMP && $(<"$STAMP") == "$WANT" ]]
+}
+if built; then
+  echo "e2e.test, ginkgo, agnhost and nnp $WANT already built in $BIN"
+  exit 0
+fi
+
+mkdir -p "$BIN" "$OUT/src"
+# Two concurrent first runs (make conformance and the CI test) would fight
+# over the module directory: serialise them, then re-check.
+exec 9>"$OUT/.lock"
+flock 9
+if built; then echo "e2e.test, ginkgo, agnhost and nnp $WANT already built in $BIN"; exit 0; fi
+
+k8s_go_env
+say() { echo "[build-conformance $(date +%T)] $*"; }
+say "building e2e.test, ginkgo, agnhost and nnp $WANT with $(go version) into $BIN"
+
+# run_with_progress WHAT CMD...: a Go build prints nothing for minutes; say every
+# 30 s that it is still going and how much it has added to the build cache.
+run_with_progress() {
+  local what=$1; shift
+  local t0=$SECONDS before now pid rc=0
+  before=$(find "$GOCACHE" -type f 2>/dev/null | wc -l)
+  "$@" &
+  pid=$!
+  while ! wait_timeout "$pid" 30; do
+    now=$(find "$GOCACHE" -type f 2>/dev/null | wc -l)
+    say "$what: still compiling ($((SECONDS - t0))s, $((now - before)) new build cache entries)"
+  done
+  wait "$pid" || rc=$?
+  return $rc
+}
+# wait_timeout PID SECONDS: true once PID has exited, false after SECONDS.
+wait_timeout() {
+  local i
+  for ((i = 0; i < $2 * 5; i++)); do
+    kill -0 "$1" 2>/dev/null || return 0
+    sleep 0.2
+  done
+  return 1
+}
+
+cd "$OUT/src"
+k8s_module pykubelet.local/e2e-build
+# tools.go keeps, for `go mod tidy`, the ginkgo command and every package the
+# e2e suite's main test file pulls in (its imports register the specs).
+{
+  echo "//go:build tools"
+  echo
+  echo "package tools"
+  echo
+  echo "import ("
+  echo '	_ "github.com/onsi/ginkgo/v2/ginkgo"'
+  echo '	_ "k8s.io/kubernetes/test/e2e"'
+  echo '	_ "k8s.io/kubernetes/test/images/agnhost"'
+  echo '	_ "k8s.io/kubernetes/test/images/nonewprivs"'
+  sed -n '/^import (/,/^)/p' "$k8s_dir/test/e2e/e2e_test.go" | grep -o '"k8s.io/kubernetes/[^"]*"' |
+    sed 's/^/	_ /'
+  echo ")"
+} >tools.go
+t0=$SECONDS
+say "resolving the module graph (downloads the modules on a fresh machine)"
+go mod tidy
+say "module graph resolved in $((SECONDS - t0))s"
+
+# The release stamped in (the suite logs it and compares it with the server's).
+ldflags=$(k8s_ldflags)
+
+# build_program NAME PACKAGE LDFLAGS: one static program into $BIN.
+build_program() {
+  local t0=$SECONDS
+  say "building $1 ($2)"
+  CGO_ENABLED=0 run_with_progress "$1" go build -p 2 -trimpath -ldflags "$3" -o "$BIN/.$1.new" "$2"
+  mv -f "$BIN/.$1.new" "$BIN/$1"
+  say "built $1 in $((SECONDS - t0))s"
+}
+build_program ginkgo github.com/onsi/ginkgo/v2/ginkgo "-s -w"
+# The test images' programs, as their Makefiles build them (test/images/image-util.sh: static, -w).
+build_program agnhost k8s.io/kubernetes/test/images/agnhost \
+  "-w -X 'main.Version=$(<"$k8s_dir/test/images/agnhost/VERSION")'"
+build_program nnp k8s.io/kubernetes/test/images/nonewprivs "-w"
+
+t0=$SECONDS
+say "building e2e.test (the longest part: a binary of most of Kubernetes)"
+CGO_ENABLED=0 run_with_progress e2e.test go test -c -p 2 -trimpath -tags "$TAGS" -ldflags "$ldflags" \
+  -o "$BIN/.e2e.test.new" k8s.io/kubernetes/test/e2e
+mv -f "$BIN/.e2e.test.new" "$BIN/e2e.test"
+say "built e2e.test in $((SECONDS - t0))s"
+
+echo "$WANT" >"$STAMP"
+"$BIN/ginkgo" version
+say "done: $BIN"

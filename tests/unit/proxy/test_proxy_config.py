@@ -1,0 +1,94 @@
+"""KubeProxyConfiguration and kube-proxy's flags: defaults, precedence, errors that name the field."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from pykubelet.proxy.config import ConfigError, settings_from_args
+
+
+def parse(argv: list[str]) -> tuple[object, list[str]]:
+    warnings: list[str] = []
+    return settings_from_args(argv, warnings.append), warnings
+
+
+def write(tmp_path, doc) -> str:
+    path = tmp_path / "kube-proxy.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+def config(**fields):
+    return {"apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
+            "clientConnection": {"kubeconfig": "/etc/kp.conf"}, **fields}
+
+
+def test_defaults_are_kube_proxys():
+    s, warnings = parse(["--kubeconfig", "/k", "--hostname-override", "Node-A"])
+    assert (s.mode, s.sync_period, s.min_sync_period, s.masquerade_bit) == ("iptables", 30.0, 1.0, 14)
+    assert (s.healthz_bind_address, s.metrics_bind_address) == ("0.0.0.0:10256", "127.0.0.1:10249")
+    assert s.node_name == "node-a" and s.localhost_nodeports and not s.masquerade_all and warnings == []
+
+
+def test_the_flags_the_issue_lists():
+    s, _ = parse(["--kubeconfig", "/k", "--proxy-mode", "nftables", "--cluster-cidr", "10.244.0.0/16",
+                  "--nodeport-addresses", "10.250.0.0/24,192.168.0.0/16", "--masquerade-all",
+                  "--metrics-bind-address", "0.0.0.0", "--healthz-bind-address", "127.0.0.1:9999"])
+    assert s.mode == "nftables" and s.cluster_cidrs == ["10.244.0.0/16"] and s.masquerade_all
+    assert s.nodeport_addresses == ["10.250.0.0/24", "192.168.0.0/16"]
+    assert s.metrics_bind_address == "0.0.0.0:10249" and s.healthz_bind_address == "127.0.0.1:9999"
+
+
+def test_the_file_takes_the_settings_of_its_mode(tmp_path):
+    path = write(tmp_path, config(mode="nftables", clusterCIDR="10.244.0.0/16", nodePortAddresses=["primary"],
+                                  iptables={"syncPeriod": "5s", "masqueradeAll": True},
+                                  nftables={"syncPeriod": "1m", "minSyncPeriod": "250ms", "masqueradeBit": 10}))
+    s, warnings = parse(["--config", path])
+    assert (s.mode, s.sync_period, s.min_sync_period, s.masquerade_bit) == ("nftables", 60.0, 0.25, 10)
+    assert not s.masquerade_all  # iptables.masqueradeAll is the iptables mode's
+    assert s.kubeconfig == "/etc/kp.conf" and s.nodeport_addresses == ["primary"] and warnings == []
+
+
+def test_with_a_file_other_flags_are_ignored_as_kube_proxy_does_but_we_say_so(tmp_path):
+    path = write(tmp_path, config())
+    s, warnings = parse(["--config", path, "--proxy-mode", "nftables", "--hostname-override", "n1"])
+    assert s.mode == "iptables" and s.node_name == "n1"
+    assert warnings == ["flag --proxy-mode is ignored: with --config the file's value counts (as in kube-proxy)"]
+
+
+def test_unknown_and_unimplemented_fields_warn(tmp_path):
+    path = write(tmp_path, config(conntrack={"maxPerCore": 32768}, fancy=1))
+    _, warnings = parse(["--config", path])
+    assert any("conntrack.maxPerCore is not implemented" in w for w in warnings)
+    assert any("unknown field fancy" in w for w in warnings)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--kubeconfig", "/k", "--proxy-mode", "ipvs"], "flag --proxy-mode: ipvs is not supported"),
+    (["--kubeconfig", "/k", "--proxy-mode", "userspace"], "flag --proxy-mode: must be one of iptables, nftables"),
+    (["--kubeconfig", "/k", "--cluster-cidr", "10.244.0.0/33"], "flag --cluster-cidr: invalid CIDR"),
+    (["--kubeconfig", "/k", "--iptables-masquerade-bit", "32"], "flag --iptables-masquerade-bit: must be an integer"),
+    (["--kubeconfig", "/k", "--healthz-bind-address", "nowhere:1"], "flag --healthz-bind-address: must be IP:port"),
+    (["--kubeconfig", "/k", "--iptables-sync-period", "1s", "--iptables-min-sync-period", "2s"], "minSyncPeriod"),
+    ([], "--kubeconfig (or clientConnection.kubeconfig) is required"),
+])
+def test_bad_flags_name_the_flag(argv, message):
+    with pytest.raises(ConfigError, match=None) as err:
+        parse(argv)
+    assert message in str(err.value)
+
+
+def test_bad_file_values_name_the_file_and_field(tmp_path):
+    path = write(tmp_path, config(iptables={"minSyncPeriod": "soon"}))
+    with pytest.raises(ConfigError) as err:
+        parse(["--config", path])
+    assert str(err.value).startswith(f"{path}: field iptables.minSyncPeriod: invalid duration")
+    path = write(tmp_path, {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration"})
+    with pytest.raises(ConfigError, match="field apiVersion/kind: must be kubeproxy.config.k8s.io/v1alpha1"):
+        parse(["--config", path])
+
+
+def test_cleanup_needs_no_kubeconfig():
+    s, _ = parse(["--cleanup"])
+    assert s.cleanup
