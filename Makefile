@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup vm-setup venv control-plane run test unit bench soak proto cluster cluster-down conformance install uninstall vagrant-test
+.PHONY: setup vm-setup venv control-plane e2e run test unit bench soak proto cluster cluster-down conformance install uninstall vagrant-test
 
 setup: venv ## system packages, containerd (our config), CNI, local images, .venv
 	bash tests/bed/setup.sh
@@ -20,7 +20,10 @@ $(VENV)/.installed: pyproject.toml
 control-plane: ## build the Kubernetes binaries the cluster tests run (once; cached in /var/cache/pykubelet/k8s)
 	bash tests/bed/build-control-plane.sh
 
-conformance: setup control-plane ## Kubernetes' own [NodeConformance] e2e specs on one pykubelet node; NODE=kubelet: the real kubelet (CONFORMANCE_FOCUS, CONFORMANCE_SKIP, CONFORMANCE_PROCS)
+e2e: ## build e2e.test, ginkgo and the e2e images' programs of the same release (once; cached in /var/cache/pykubelet/e2e)
+	bash tests/bed/build-conformance.sh
+
+conformance: setup control-plane e2e ## Kubernetes' own [NodeConformance] e2e specs on one pykubelet node; NODE=kubelet: the real kubelet (CONFORMANCE_FOCUS, CONFORMANCE_SKIP, CONFORMANCE_PROCS)
 	$(PY) -m tests.conformance.run
 
 run: setup ## pykubelet standalone on manifests/, in the foreground
@@ -29,7 +32,7 @@ run: setup ## pykubelet standalone on manifests/, in the foreground
 vm-setup: ## qemu, mmdebstrap and Vagrant's insecure key, for the VM tier (tests/vm/)
 	bash tests/bed/vm-setup.sh
 
-test: setup control-plane vm-setup ## unit + runtime, cluster, multi-node, kubeadm and one-VM tests against the real containerd and control plane
+test: setup control-plane e2e vm-setup ## unit + runtime, cluster, multi-node, kubeadm, Service, one-VM and a part of the conformance tests against the real containerd and control plane
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 unit: venv ## only the tests that need no runtime
