@@ -8,18 +8,9 @@ import asyncio
 import pytest
 
 from pykubelet.diagnose import explain, verdict
-from tests.fakes.runtime import FakeRuntime
 from tests.unit.core.harness import Core, clock, pod, until
 
 pytestmark = pytest.mark.looptime
-
-
-@pytest.fixture
-async def node(tmp_path):
-    runtime = FakeRuntime(clock)
-    core = Core(runtime, tmp_path).start()
-    yield core
-    await core.stop()
 
 
 def document(node: Core, name: str = "web", namespace: str = "default") -> dict:

@@ -8,18 +8,9 @@ import asyncio
 import pytest
 
 from pykubelet.cri.v1 import api_pb2 as api
-from tests.fakes.runtime import FakeRuntime
-from tests.unit.core.harness import Core, clock, pod, until
+from tests.unit.core.harness import pod, until
 
 pytestmark = pytest.mark.looptime
-
-
-@pytest.fixture
-async def node(tmp_path):
-    runtime = FakeRuntime(clock)
-    core = Core(runtime, tmp_path).start()
-    yield core
-    await core.stop()
 
 
 async def test_a_pod_starts_and_reports_running_with_its_ip(node):
