@@ -34,7 +34,7 @@ from pykubelet.kube import errors
 from pykubelet.kube.client import KubeClient
 from tests.bed.relay import listener_in
 from tests.bench.startup import machine
-from tests.cluster.conftest import ADMIN, REPO, cluster_sh, kubectl
+from tests.cluster.conftest import ADMIN, REPO, control_plane, kubectl
 from tests.helpers import wait_for
 
 NETNS = "pkl-bench-proxy"
@@ -253,7 +253,11 @@ async def main() -> int:
     args = parser.parse_args()
     counts = [int(c) for c in args.counts.split(",")]
     subprocess.run(["bash", str(REPO / "tests" / "bed" / "build-kube-proxy.sh")], check=True)
-    cluster_sh("up")
+    with control_plane():
+        return await measure(args, counts)
+
+
+async def measure(args: argparse.Namespace, counts: list[int]) -> int:
     kubectl("delete", "namespace", NAMESPACE, "--wait=true", "--timeout=600s", check=False)
     kubectl("create", "namespace", NAMESPACE)
     kube = await KubeClient.from_kubeconfig(str(ADMIN), qps=1000, burst=1000)
@@ -273,6 +277,7 @@ async def main() -> int:
                         node.start()
                         await wait_for(lambda: node.full_syncs()[0] >= 1, 120, f"{kind} to sync", interval=0.2)
                         latency[(kind, mode)] = await measure_latency(kube, node, args.latency)
+                        print(f"    p50 {statistics.median(latency[(kind, mode)]) * 1000:.0f} ms", flush=True)
             await kube.delete(f"/apis/discovery.k8s.io/v1/namespaces/{NAMESPACE}/endpointslices")
             for name in [s["metadata"]["name"] for s in
                          (await kube.get(f"/api/v1/namespaces/{NAMESPACE}/services"))["items"]]:
@@ -286,6 +291,7 @@ async def main() -> int:
                         print(f"  first full sync of {services} Services: {kind}, {mode}", flush=True)
                         with Node(kind, mode, workdir) as node:
                             syncs[(kind, mode, services)] = await measure_sync(node, services)
+                        print("    {:.3f} s ({:.1f} s from start)".format(*syncs[(kind, mode, services)]), flush=True)
     finally:
         await kube.close()
         kubectl("delete", "namespace", NAMESPACE, "--wait=false", check=False)
