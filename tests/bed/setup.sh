@@ -116,8 +116,12 @@ if ctr_ok; then
         warn "could not tell which process serves $sock; leaving it alone"
     elif [ "$running_cfg" != "$config" ]; then
         warn "containerd is already running with config '${running_cfg:-<default /etc/containerd/config.toml>}', not $config; leaving it alone"
-    elif [ "$(cat "$run_dir/containerd.config.sha256" 2>/dev/null)" != "$cfg_sum" ]; then
-        warn "$config changed since containerd started; restart containerd to apply it"
+    else
+        # Ours: its pid file names it, even if someone restarted it by hand (tests signal it).
+        echo "$pid" >"$run_dir/containerd.pid"
+        if [ "$(cat "$run_dir/containerd.config.sha256" 2>/dev/null)" != "$cfg_sum" ]; then
+            warn "$config changed since containerd started; restart containerd to apply it"
+        fi
     fi
 else
     [ -S "$sock" ] && warn "stale $sock (no answer); starting a new containerd"
