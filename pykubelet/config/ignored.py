@@ -21,7 +21,8 @@ def _ignored(field: str, flag: str, parse, acts_as=None, note: str = "", *, flag
     return Option("", parse, field, flag, flag_type=flag_type, repeatable=repeatable, acts_as=acts_as, note=note)
 
 
-NO_CGROUP_TREE = "pykubelet puts every pod under the runtime's default cgroup parent"
+NO_CGROUP_TREE = ("pykubelet moves no process of its own or of the system into a cgroup: only pods have "
+                  "cgroups, under <cgroupRoot>/kubepods")
 NO_MANAGER = "pykubelet has no CPU, memory or topology manager"
 REMOVED = "no longer a kubelet flag (removed upstream)"
 
@@ -70,7 +71,7 @@ IGNORED: tuple[Option, ...] = (
     _ignored("cgroupsPerQOS", "cgroups-per-qos", boolean, True),
     _ignored("systemReservedCgroup", "system-reserved-cgroup", text, "", NO_CGROUP_TREE),
     _ignored("kubeReservedCgroup", "kube-reserved-cgroup", text, "", NO_CGROUP_TREE),
-    _ignored("failCgroupV1", "fail-cgroupv1", boolean, False, "pykubelet runs on cgroup v1"),
+    _ignored("failCgroupV1", "fail-cgroupv1", boolean, False, "pykubelet runs on cgroup v1 and v2"),
     _ignored("singleProcessOOMKill", "", boolean, False),
     _ignored("oomScoreAdj", "oom-score-adj", s.integer, HARMLESS, flag_type=int),
     # --- resource managers and reservations

@@ -13,13 +13,10 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 
-from pykubelet.runtime import paths
+from pykubelet.runtime import cgroups, paths
 
 SHIM = "containerd-shim-runc-v2"
 NETNS_DIR = "/var/run/netns"
-CGROUP_ROOT = "/sys/fs/cgroup"
-# cgroupfs driver: pod<uid>; systemd driver: kubepods-burstable-pod<uid with _ for ->.slice
-POD_CGROUP = re.compile(r"^pod([0-9a-f-]{8,})$|^kubepods(?:-[a-z]+)?-pod([0-9a-f_]{8,})\.slice$")
 # portmap tags each rule with the network name and the sandbox's ID.
 POD_VOLUME_MOUNT = re.compile(r"/pods/([0-9a-f-]{36})/(?:volumes|volume-subpaths|etc-hosts)")
 RUNTIME_MOUNT = re.compile(r"/(?:k8s\.io|sandboxes)/([0-9a-f]{64})/")
@@ -131,22 +128,11 @@ def leaked_mounts(alive: Alive) -> list[Leak]:
     return out
 
 
-def leaked_cgroups(alive: Alive, root: str = CGROUP_ROOT) -> list[Leak]:
-    """Pod cgroups (kubepods/[tier/]pod<uid>, or kubepods[-tier]-pod<uid>.slice) in every hierarchy."""
-    out = []
-    hierarchies = [root] + [os.path.join(root, h) for h in _listdir(root) if not os.path.islink(os.path.join(root, h))]
-    for hierarchy in hierarchies:
-        for top in ("kubepods", "kubepods.slice"):
-            for dirpath, dirnames, _ in os.walk(os.path.join(hierarchy, top)):
-                for d in list(dirnames):
-                    m = POD_CGROUP.match(d)
-                    if not m:
-                        continue
-                    dirnames.remove(d)  # the containers below it are the pod's
-                    uid = m.group(1) or m.group(2).replace("_", "-")
-                    if uid not in alive.pod_uids:
-                        out.append(Leak("cgroup", os.path.join(dirpath, d), uid))
-    return out
+def leaked_cgroups(alive: Alive, root: str = cgroups.CGROUP_ROOT, cgroup_root: str = "") -> list[Leak]:
+    """Pod cgroups of either driver's layout, in every hierarchy, under the node's cgroupRoot."""
+    found = cgroups.pod_cgroups(root, cgroups.kubepods_under(cgroup_root))
+    return [Leak("cgroup", path, uid) for uid, paths in sorted(found.items()) if uid not in alive.pod_uids
+            for path in paths]
 
 
 def leaked_log_dirs(alive: Alive, pod_logs_dir: str) -> list[Leak]:

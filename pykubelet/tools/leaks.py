@@ -35,6 +35,8 @@ class Node:
     pod_logs_dir: str = "/var/log/pods"
     host_netns: str = ""
     """The netns whose iptables hold the node's portmap rules; empty: this process's."""
+    cgroup_roots: list[str] = field(default_factory=lambda: [""])
+    """The cgroupRoot of every agent on the machine ("": pods in /kubepods)."""
 
 
 async def alive_on(endpoints: list[str]) -> Alive:
@@ -90,7 +92,8 @@ async def account(node: Node, expect_no_pods: bool = False) -> list[Leak]:
     for root in node.root_dirs:
         leaks += leaked_ips(alive, root) + leaked_attachments(alive, root) + leaked_pod_dirs(alive, root)
     leaks += leaked_mounts(alive)
-    leaks += leaked_cgroups(alive)
+    for cgroup_root in node.cgroup_roots:
+        leaks += leaked_cgroups(alive, cgroup_root=cgroup_root)
     leaks += leaked_log_dirs(alive, node.pod_logs_dir)
     saved = await asyncio.to_thread(iptables_save, node.host_netns)
     leaks += leaked_rules(alive, saved)
@@ -125,6 +128,8 @@ def main(argv: list[str]) -> int:
                    help="CRI endpoint (repeat for every containerd on the machine)")
     p.add_argument("--root-dir", action="append", dest="root_dirs", help="agent state dir (repeatable)")
     p.add_argument("--pod-logs-dir", default="/var/log/pods")
+    p.add_argument("--cgroup-root", action="append", dest="cgroup_roots",
+                   help="an agent's cgroupRoot (repeatable; default: pods in /kubepods)")
     p.add_argument("--host-netns", default="", help="netns holding the node's iptables rules")
     p.add_argument("--expect-no-pods", action="store_true", help="any sandbox or container counts as a leak")
     p.add_argument("-o", "--output", choices=("text", "json"), default="text")
@@ -132,6 +137,7 @@ def main(argv: list[str]) -> int:
     node = Node(pod_logs_dir=args.pod_logs_dir, host_netns=args.host_netns)
     node.endpoints = args.endpoints or node.endpoints
     node.root_dirs = args.root_dirs or node.root_dirs
+    node.cgroup_roots = args.cgroup_roots or node.cgroup_roots
     leaks = asyncio.run(account(node, args.expect_no_pods))
     print(json.dumps([asdict(leak) for leak in leaks], indent=2) if args.output == "json" else report(leaks))
     return 1 if leaks else 0

@@ -73,3 +73,12 @@ def test_the_report_says_each_leak_and_each_pod_cgroup_once(tmp_path):
     (line,) = [line for line in text.splitlines() if GONE_UID in line]
     assert "in 2 hierarchies" in line
     assert report([]).startswith("no leaks")
+
+
+def test_pod_cgroups_under_a_cgroup_root_are_found_only_when_that_root_is_named(tmp_path):
+    (tmp_path / "memory" / "pkl-a" / "kubepods" / f"pod{GONE_UID}").mkdir(parents=True)
+    (tmp_path / "memory" / "kubepods" / f"pod{LIVE_UID}").mkdir(parents=True)
+
+    assert leaked_cgroups(ALIVE, str(tmp_path)) == []
+    (leak,) = leaked_cgroups(ALIVE, str(tmp_path), cgroup_root="/pkl-a")
+    assert leak.what == str(tmp_path / "memory" / "pkl-a" / "kubepods" / f"pod{GONE_UID}")
