@@ -1,9 +1,9 @@
 """The VM tier: real Debian 12 machines with systemd as PID 1 and cgroup v2 (tests/vm/machine.py),
 provisioned by vagrant/provision/, the Vagrantfile's scripts.
 
-test_vm_node.py is the part `make test` runs (one VM, a standalone node: install, the unit, the
-systemd cgroup driver, restarts). kubeadm_cluster.py is `make vagrant-test` (two VMs: kubeadm init
-and join). The VMs emulate their CPUs (TCG) and run ~19x slower than this host: the in-VM
+test_vm_node.py is the part `make test` runs (one VM: install, kubeadm init, the unit, the systemd
+cgroup driver, restarts and a stop). kubeadm_cluster.py is `make vagrant-test` (two VMs: kubeadm
+init and join). The VMs emulate their CPUs (TCG) and run ~19x slower than this host: the in-VM
 work is kept small, and nothing here is timed as a test; tests/bench/vm.py measures.
 """
 

@@ -34,7 +34,9 @@ def new_token() -> str:
 
 
 class Cluster:
-    def __init__(self, cp: Machine, worker: Machine):
+    """The cluster, seen through kubectl on the control-plane machine."""
+
+    def __init__(self, cp: Machine, worker: Machine | None = None):
         self.cp, self.worker = cp, worker
 
     def kubectl(self, *args: str, check: bool = True) -> str:
@@ -62,7 +64,7 @@ class Cluster:
 
     def describe(self) -> str:
         return (self.kubectl("get", "nodes,pods", "-A", "-o", "wide", check=False) + journal(self.cp) +
-                journal(self.worker))
+                (journal(self.worker) if self.worker else ""))
 
 
 def up(vm_bed, private_ports: tuple[int, int], api_port: int | None = None, **provision_env: str) -> Cluster:

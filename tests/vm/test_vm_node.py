@@ -1,48 +1,45 @@
-"""One Debian 12 VM, systemd as PID 1, cgroup v2: provisioned as the Vagrantfile provisions a node
-(`make install` included), then run as a standalone node by kubelet.service: the unit tells
-systemd it is ready, a static pod runs in its pod slice under the systemd cgroup driver with
-its limits and stats, and restarting or stopping the unit stops no pod.
+"""One Debian 12 VM, systemd as PID 1, cgroup v2: provisioned as the Vagrantfile provisions the
+control plane (`make install`, then `kubeadm init` by control-plane.sh), so pykubelet runs under
+kubelet.service with kubeadm's drop-in and config and runs etcd, the apiserver, the
+controller-manager and the scheduler as static pods under the systemd cgroup driver. Then a pod
+in its slice with its limits and stats, `systemctl restart kubelet` restarting no pod,
+`systemctl stop kubelet` taking the node NotReady while every pod runs on, a start adopting them.
 
-The part of the VM tier `make test` runs; the tests run in order on one VM.
+The part of the VM tier `make test` runs: everything `make vagrant-test` checks but the join
+(tests/vm/kubeadm_cluster.py, two VMs). The tests run in order on one VM.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+import time
 
 import pytest
-import yaml
 
 from tests.helpers import wait_for
 from tests.vm.conftest import boot, journal, provision
+from tests.vm.kubeadm_cluster import CONTROL_PLANE_PODS, Cluster, new_token, restart_counts, running
 from tests.vm.machine import Machine
 
-CONFIG = {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-          "cgroupDriver": "systemd", "staticPodPath": "/etc/kubernetes/manifests",
-          "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
-          "authorization": {"mode": "AlwaysAllow"}}
-# No kubeadm here: the admin's own drop-in runs the kubelet with its config file alone.
-STANDALONE_DROP_IN = "[Service]\nExecStart=\nExecStart=/usr/bin/kubelet --config=/var/lib/kubelet/config.yaml\n"
-POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sleeper"},
-       "spec": {"terminationGracePeriodSeconds": 2, "containers": [{
-           "name": "main", "image": "docker.io/library/busybox:1.36", "command": ["sh", "-c", "sleep 100000"],
-           "resources": {"requests": {"cpu": "50m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}}}]}}
+NODE = "pkl-node"
 MEMORY_LIMIT = 64 * 2**20
+POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sleeper", "namespace": "default"},
+       "spec": {"nodeName": NODE, "terminationGracePeriodSeconds": 2, "tolerations": [{"operator": "Exists"}],
+                "containers": [{
+                    "name": "main", "image": "docker.io/library/busybox:1.36", "imagePullPolicy": "IfNotPresent",
+                    "command": ["sh", "-c", "sleep 100000"],
+                    "resources": {"requests": {"cpu": "50m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}}}]}}
 
 
 @pytest.fixture(scope="module")
-def node(vm_bed, private_ports):
-    machine = boot(vm_bed, "pkl-node", 10, *private_ports)
+def cluster(vm_bed, private_ports):
+    machine = boot(vm_bed, NODE, 10, *private_ports)
     try:
         provision(machine, "node.sh")
-        yield machine
+        provision(machine, "control-plane.sh", PKL_NODE_IP=machine.ip, PKL_TOKEN=new_token())
+        yield Cluster(machine)
     finally:
         machine.down()
-
-
-def write(machine: Machine, path: str, text: str) -> None:
-    machine.ssh(f"mkdir -p $(dirname {path}) && cat > {path} <<'PKL_EOF'\n{text}\nPKL_EOF")
 
 
 def unit(machine: Machine) -> dict[str, str]:
@@ -51,94 +48,95 @@ def unit(machine: Machine) -> dict[str, str]:
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
 
-def pods(machine: Machine) -> dict[str, dict[str, Any]]:
-    result = machine.ssh("curl -sf http://127.0.0.1:10248/pods", check=False, timeout=60)
-    if result.returncode != 0:
-        return {}
-    return {p["metadata"]["name"]: p for p in json.loads(result.stdout)["items"]}
+def pod_slice(uid: str) -> tuple[str, str]:
+    """The Burstable pod's slice under the systemd driver: its unit name and its cgroup directory."""
+    name = f"kubepods-burstable-pod{uid.replace('-', '_')}.slice"
+    return name, f"/sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/{name}"
 
 
-def running_pod(machine: Machine) -> dict[str, Any] | None:
-    pod = pods(machine).get("sleeper-pkl-node")
-    statuses = (pod or {}).get("status", {}).get("containerStatuses") or []
-    return pod if statuses and "running" in statuses[0].get("state", {}) else None
-
-
-def test_pykubelet_is_installed_as_the_kubelet_of_a_systemd_machine_on_cgroup_v2(node):
-    facts = node.ssh("ps -p 1 -o comm=; stat -fc %T /sys/fs/cgroup; systemctl is-enabled kubelet; "
-                     "readlink /usr/bin/kubelet; /usr/bin/kubelet --version").stdout.split("\n")
+def test_pykubelet_is_installed_as_the_kubelet_of_a_systemd_machine_on_cgroup_v2(cluster: Cluster):
+    facts = cluster.cp.ssh("ps -p 1 -o comm=; stat -fc %T /sys/fs/cgroup; systemctl is-enabled kubelet; "
+                           "readlink /usr/bin/kubelet; /usr/bin/kubelet --version").stdout.split("\n")
     assert facts[:4] == ["systemd", "cgroup2fs", "enabled", "/opt/pykubelet/venv/bin/pykubelet"], facts
     assert "pykubelet" in facts[4]
     # systemd's own judgement of the units we ship (syntax, directives, the programs they run)
-    verify = node.ssh("cd /usr/local/lib/systemd/system && systemd-analyze verify kubelet.service kube-proxy.service",
-                      check=False)
+    verify = cluster.cp.ssh("cd /usr/local/lib/systemd/system && "
+                            "systemd-analyze verify kubelet.service kube-proxy.service", check=False)
     assert verify.returncode == 0 and not verify.stderr.strip(), verify.stderr
 
 
-def test_the_unit_starts_and_tells_systemd_once_it_serves(node):
-    write(node, "/var/lib/kubelet/config.yaml", yaml.safe_dump(CONFIG))
-    write(node, "/etc/systemd/system/kubelet.service.d/20-standalone.conf", STANDALONE_DROP_IN)
-    write(node, "/etc/kubernetes/manifests/sleeper.yaml", yaml.safe_dump(POD))
-    # Type=notify: `systemctl start` returns once READY=1 came (or fails at TimeoutStartSec)
-    started = node.ssh("systemctl daemon-reload && systemctl start kubelet", timeout=400, check=False)
-    assert started.returncode == 0, f"{started.stderr}\n{journal(node)}"
-    state = unit(node)
+async def test_kubeadm_init_runs_the_control_plane_on_pykubelet_under_the_systemd_driver(cluster: Cluster):
+    state = unit(cluster.cp)
+    # Type=notify: kubeadm's `systemctl restart kubelet` returned once our READY=1 came
     assert (state["Type"], state["ActiveState"], state["SubState"]) == ("notify", "active", "running"), state
     assert state["StatusText"].startswith("serving;"), state  # our READY=1 datagram's STATUS
+    await wait_for(lambda: cluster.ready(NODE), 300, f"{NODE} Ready", interval=5, describe=cluster.describe)
+    await wait_for(lambda: running(cluster, tuple(f"{p}-{NODE}" for p in CONTROL_PLANE_PODS)), 300,
+                   "the control-plane pods Running and Ready", interval=5, describe=cluster.describe)
+    facts = cluster.cp.ssh("grep cgroupDriver /var/lib/kubelet/config.yaml; "
+                           "ls /sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice | grep -c 'pod.*slice$'"
+                           ).stdout.split("\n")
+    assert facts[0].strip() == "cgroupDriver: systemd", facts
+    assert int(facts[1]) >= 3, facts  # the apiserver's, the controller-manager's, the scheduler's (Burstable)
 
 
-async def test_a_static_pod_runs_in_its_pod_slice_with_its_limits_and_stats(node):
-    pod = await wait_for(lambda: running_pod(node), 300, "the static pod Running", interval=3,
-                         describe=lambda: journal(node))
-    uid = pod["metadata"]["uid"].replace("-", "_")
-    slice_dir = (f"/sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid}.slice")
-    facts = node.ssh(f"systemctl is-active kubepods-burstable-pod{uid}.slice; cat {slice_dir}/memory.max "
-                     f"{slice_dir}/cpu.weight; cat {slice_dir}/cri-containerd-*.scope/cgroup.procs | wc -l").stdout.split()
+async def test_a_pod_runs_in_its_pod_slice_with_its_limits_and_stats(cluster: Cluster):
+    cluster.cp.ssh(f"echo {json.dumps(json.dumps(POD))} | kubectl --kubeconfig /etc/kubernetes/admin.conf "
+                   "apply -f -", timeout=120)
+    pod = (await wait_for(lambda: running(cluster, ("sleeper",)), 300, "the pod Running", interval=5,
+                          describe=cluster.describe))["sleeper"]
+    name, directory = pod_slice(pod["metadata"]["uid"])
+    facts = cluster.cp.ssh(f"systemctl is-active {name}; cat {directory}/memory.max {directory}/cpu.weight; "
+                           f"cat {directory}/cri-containerd-*.scope/cgroup.procs | wc -l").stdout.split()
     assert facts[0] == "active" and int(facts[1]) == MEMORY_LIMIT, facts  # the slice systemd made for us
     assert int(facts[2]) == 2, facts  # 50m CPU: 51 shares, weight 2
     assert int(facts[3]) >= 2, facts  # the pause process and the container's, in their scopes
-    summary = json.loads(node.ssh("curl -skf https://127.0.0.1:10250/stats/summary", timeout=60).stdout)
-    stats = next(p for p in summary["pods"] if p["podRef"]["name"] == "sleeper-pkl-node")
+    # the kubelet API, through the apiserver's node proxy as `kubectl top` reaches it
+    summary = json.loads(cluster.kubectl("get", "--raw", f"/api/v1/nodes/{NODE}/proxy/stats/summary"))
+    stats = next(p for p in summary["pods"] if p["podRef"]["name"] == "sleeper")
     assert stats["memory"]["workingSetBytes"] > 0 and stats["cpu"]["usageCoreNanoSeconds"] > 0, stats
     assert summary["node"]["memory"]["workingSetBytes"] > 0
 
 
-async def test_restarting_the_unit_restarts_no_pod(node):
-    before = running_pod(node)
-    assert before is not None
-    pid = unit(node)["MainPID"]
-    assert node.ssh("systemctl restart kubelet", timeout=400, check=False).returncode == 0, journal(node)
-    assert unit(node)["MainPID"] != pid
-    after = await wait_for(lambda: running_pod(node), 300, "the pod seen again", interval=3,
-                           describe=lambda: journal(node))
-    was, now = before["status"]["containerStatuses"][0], after["status"]["containerStatuses"][0]
-    assert now["containerID"] == was["containerID"] and now["restartCount"] == 0, (was, now)
+async def test_restarting_the_unit_restarts_no_pod(cluster: Cluster):
+    before = restart_counts(cluster)
+    pid = unit(cluster.cp)["MainPID"]
+    since = time.time()
+    assert cluster.cp.ssh("systemctl restart kubelet", timeout=400, check=False).returncode == 0, journal(cluster.cp)
+    assert unit(cluster.cp)["MainPID"] != pid
+    await wait_for(lambda: cluster.ready(NODE, since), 300, f"{NODE} Ready after the restart", interval=5,
+                   describe=cluster.describe)
+    assert restart_counts(cluster) == before
 
 
-async def test_stopping_the_unit_leaves_the_pod_running_and_a_start_adopts_it(node):
-    before = running_pod(node)
-    assert before is not None
-    container = before["status"]["containerStatuses"][0]["containerID"].split("://")[1]
-    node.ssh("systemctl stop kubelet", timeout=200)
-    assert unit(node)["ActiveState"] == "inactive"
-    tasks = node.ssh("ctr -n k8s.io tasks ls", timeout=60).stdout
+async def test_stopping_the_unit_takes_the_node_not_ready_with_every_pod_running_and_a_start_adopts_them(
+        cluster: Cluster):
+    before = restart_counts(cluster)
+    container = before["default/sleeper"][0].split("://")[1]
+    cluster.cp.ssh("systemctl stop kubelet", timeout=200)
+    assert unit(cluster.cp)["ActiveState"] == "inactive"
+    tasks = cluster.cp.ssh("ctr -n k8s.io tasks ls", timeout=60).stdout
     assert any(line.startswith(container) and "RUNNING" in line for line in tasks.splitlines()), tasks
-    assert node.ssh("systemctl start kubelet", timeout=400, check=False).returncode == 0, journal(node)
-    after = await wait_for(lambda: running_pod(node), 300, "the pod adopted", interval=3,
-                           describe=lambda: journal(node))
-    assert after["status"]["containerStatuses"][0]["containerID"].endswith(container)
+    # the node lifecycle controller (in a static pod that runs on) marks it after its grace period
+    await wait_for(lambda: cluster.not_ready(NODE), 300, f"{NODE} NotReady", interval=5,
+                   describe=cluster.describe)
+    since = time.time()
+    assert cluster.cp.ssh("systemctl start kubelet", timeout=400, check=False).returncode == 0, journal(cluster.cp)
+    await wait_for(lambda: cluster.ready(NODE, since), 300, f"{NODE} Ready again", interval=5,
+                   describe=cluster.describe)
+    assert restart_counts(cluster) == before
 
 
-async def test_a_removed_pod_takes_its_slice_with_it(node):
-    pod = running_pod(node) or await wait_for(lambda: running_pod(node), 300, "the pod Running", interval=3)
-    uid = pod["metadata"]["uid"].replace("-", "_")
-    unit_name = f"kubepods-burstable-pod{uid}.slice"
-    node.ssh("rm /etc/kubernetes/manifests/sleeper.yaml")
+async def test_a_deleted_pod_takes_its_slice_with_it(cluster: Cluster):
+    uid = cluster.json("get", "pod", "sleeper")["metadata"]["uid"]
+    name, directory = pod_slice(uid)
+    cluster.kubectl("delete", "pod", "sleeper", "--wait=false")
 
     def slice_gone() -> bool:
-        result = node.ssh(f"systemctl is-active {unit_name}; test -e /sys/fs/cgroup/kubepods.slice/"
-                          f"kubepods-burstable.slice/{unit_name} && echo present || echo absent", check=False)
+        result = cluster.cp.ssh(f"systemctl is-active {name}; test -e {directory} && echo present || echo absent",
+                                check=False)
         return result.stdout.split() == ["inactive", "absent"]
-    await wait_for(slice_gone, 300, f"{unit_name} stopped by systemd and its cgroup gone", interval=3,
-                   describe=lambda: journal(node))
-    assert "sleeper-pkl-node" not in pods(node)
+    await wait_for(slice_gone, 300, f"{name} stopped by systemd and its cgroup gone", interval=3,
+                   describe=cluster.describe)
+    await wait_for(lambda: "sleeper" not in cluster.kubectl("get", "pods", "-o", "name"), 120,
+                   "the pod gone from the API", interval=3, describe=cluster.describe)
