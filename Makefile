@@ -29,8 +29,9 @@ conformance: setup control-plane e2e ## Kubernetes' own [NodeConformance] e2e sp
 run: setup ## pykubelet standalone on manifests/, in the foreground
 	$(VENV)/bin/pykubelet --pod-manifest-path manifests
 
-vm-setup: ## qemu, mmdebstrap and Vagrant's insecure key, for the VM tier (tests/vm/)
+vm-setup: ## qemu, mmdebstrap, Vagrant's insecure key and the Debian 12 image, for the VM tier (tests/vm/)
 	bash tests/bed/vm-setup.sh
+	bash tests/bed/vm_image.sh >/dev/null  # built here, not silently inside pytest (cached)
 
 test: setup control-plane e2e vm-setup ## unit + runtime, cluster, multi-node, kubeadm, Service, one-VM and a part of the conformance tests against the real containerd and control plane
 	$(PY) -m pytest $(PYTEST_ARGS)

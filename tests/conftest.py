@@ -16,6 +16,7 @@ import tempfile
 import pytest
 
 from pykubelet.tools.leaks import Node, account, not_in, report
+from tests import progress
 from tests.helpers import run_to_completion
 
 # Tiers that only compute: nothing of theirs can be left on the machine.
@@ -29,6 +30,10 @@ def _touched_the_machine(items: list[pytest.Item]) -> bool:
         if relative.parts[0] not in PURE_TIERS:
             return True
     return False
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    progress.attach(config)  # long fixtures say what they wait for (tests/progress.py)
 
 
 RELEASED_BY_THE_NEXT_AGENT = ("ip", "attachment", "rule", "cgroup")

@@ -21,7 +21,7 @@ import subprocess
 import time
 
 from pykubelet.network.hostnet import masquerade_chain
-from tests import kubelet_chains
+from tests import kubelet_chains, progress
 from tests.helpers import unmount_under
 
 BED = pathlib.Path(__file__).resolve().parents[1] / "bed"
@@ -45,7 +45,7 @@ KUBELET_MADE = WORK / "made-by-kubelet.json"
 
 
 def say(msg: str) -> None:
-    print(f"[conformance] {msg}", flush=True)
+    progress.say("conformance", msg)
 
 
 def cgroup_hierarchies(root: str = "/sys/fs/cgroup") -> list[str]:

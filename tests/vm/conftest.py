@@ -16,6 +16,7 @@ from typing import Iterator
 
 import pytest
 
+from tests.progress import say
 from tests.vm import bundle as bundles
 from tests.vm.machine import REPO, STATE, Machine, private_network, remove_state
 
@@ -25,6 +26,7 @@ PROVISION_ENV = {"PKL_BUNDLE": BUNDLE_MOUNT, "PKL_REPO": f"{BUNDLE_MOUNT}/repo"}
 
 def image() -> Path:
     """The machine image (built once, cached): tests/bed/vm_image.sh."""
+    say("vm", "the Debian 12 image (tests/bed/vm_image.sh: cached, else about 1.5 min to build)")
     result = subprocess.run(["bash", str(REPO / "tests" / "bed" / "vm_image.sh")], capture_output=True, text=True,
                             timeout=1800)
     assert result.returncode == 0, f"building the VM image failed:\n{result.stderr[-4000:]}"
@@ -47,6 +49,7 @@ def vm_bed() -> Iterator[tuple[Path, Path]]:
 def boot(bed: tuple[Path, Path], name: str, number: int, private_port: int, peer_port: int,
          forwards: dict[int, int] | None = None) -> Machine:
     """A VM up, SSH answering and the bundle mounted where the provisioning reads it."""
+    say("vm", f"{name}: booting (qemu with software emulation: about 1.5 min)")
     machine = Machine(name, number, bed[0], bed[1], private_port, peer_port, forwards=forwards or {}).up()
     machine.wait_for_ssh()
     mount_bundle(machine)
@@ -59,6 +62,7 @@ def mount_bundle(machine: Machine) -> None:
 
 def provision(machine: Machine, script: str, timeout: float = 1200, **env: str) -> str:
     """One of vagrant/provision/*.sh, as Vagrant's shell provisioner runs it (root, env given)."""
+    say("vm", f"{machine.name}: vagrant/provision/{script} (minutes under emulation)")
     result = machine.ssh(f"bash {BUNDLE_MOUNT}/repo/vagrant/provision/{script}", timeout=timeout, check=False,
                          env={**PROVISION_ENV, **env})
     assert result.returncode == 0, (f"{machine.name}: provision/{script} failed ({result.returncode}):\n"
