@@ -2,8 +2,8 @@
 control plane (`make install`, then `kubeadm init` by control-plane.sh), so pykubelet runs under
 kubelet.service with kubeadm's drop-in and config and runs etcd, the apiserver, the
 controller-manager and the scheduler as static pods under the systemd cgroup driver. Then a pod
-in its slice with its limits and stats, `systemctl restart kubelet` restarting no pod,
-`systemctl stop kubelet` taking the node NotReady while every pod runs on, a start adopting them.
+in its slice with its limits and stats, `systemctl restart kubelet` restarting no pod, the
+watchdog, `systemctl stop kubelet` taking the node NotReady while every pod runs on, a start adopting them.
 
 The part of the VM tier `make test` runs: everything `make vagrant-test` checks but the join
 (tests/vm/kubeadm_cluster.py, two VMs). The tests run in order on one VM.
@@ -107,6 +107,26 @@ async def test_restarting_the_unit_restarts_no_pod(cluster: Cluster):
     await wait_for(lambda: cluster.ready(NODE, since), 300, f"{NODE} Ready after the restart", interval=5,
                    describe=cluster.describe)
     assert restart_counts(cluster) == before
+
+
+async def test_with_watchdogsec_set_the_agent_pings_systemd_and_is_never_killed_for_silence(cluster: Cluster):
+    # An admin's drop-in, as `systemctl edit kubelet` writes it; systemd then kills and restarts
+    # a unit that goes WatchdogSec without a WATCHDOG=1 (the agent pings at half of it).
+    cluster.cp.ssh("mkdir -p /etc/systemd/system/kubelet.service.d && printf '[Service]\\nWatchdogSec=20s\\n' "
+                   "> /etc/systemd/system/kubelet.service.d/30-watchdog.conf && systemctl daemon-reload && "
+                   "systemctl restart kubelet", timeout=400)
+    before = unit(cluster.cp)
+
+    def last_ping() -> int:
+        out = cluster.cp.ssh("systemctl show kubelet -p WatchdogTimestampMonotonic --value", timeout=60).stdout
+        return int(out.strip() or 0)  # microseconds; 0 until the first WATCHDOG=1
+    first = await wait_for(last_ping, 60, "a first WATCHDOG=1", interval=2, describe=lambda: journal(cluster.cp))
+    # pings for longer than WatchdogSec: a silent agent would have been killed in that time
+    await wait_for(lambda: last_ping() - first > 25_000_000, 90, "WATCHDOG=1 still coming 25 s later", interval=3,
+                   describe=lambda: journal(cluster.cp))
+    after = unit(cluster.cp)
+    assert (after["MainPID"], after["NRestarts"], after["ActiveState"]) == (
+        before["MainPID"], before["NRestarts"], "active"), (before, after)
 
 
 async def test_stopping_the_unit_takes_the_node_not_ready_with_every_pod_running_and_a_start_adopts_them(
