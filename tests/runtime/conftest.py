@@ -121,6 +121,15 @@ class AgentProcess:
         except (urllib.error.URLError, OSError):
             return None
 
+    def working_pods(self) -> int | None:
+        """How many pods have a pod worker in the agent (/debug/agent): each is synced or terminated
+        by one, which ends when the pod is gone."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/debug/agent", timeout=2) as r:
+                return int(json.load(r)["pods"])
+        except (urllib.error.URLError, OSError):
+            return None
+
     async def wait_pod(self, name: str, condition, timeout: float, what: str) -> dict[str, Any]:
         """Wait until the pod `name` (node-qualified) is listed and condition(pod) holds."""
         def check():

@@ -74,6 +74,11 @@ async def test_mutated_manifests_beside_good_pods_leave_them_untouched(agent, cr
             path.unlink()
 
         async def mutants_gone() -> bool:
+            # No mutant's worker is left (one may still be creating a sandbox CRI does not list yet:
+            # stopping the agent then cancels that call, and containerd 1.6 can lose the shim it
+            # was starting), and no mutant's sandbox either.
+            if agent.working_pods() != len(ids):
+                return False
             return not [s for s in await cri.list_pod_sandbox() if s.metadata.name.startswith("mutant-")]
         await wait_for(mutants_gone, 120, "the agent to remove the batch's pods", interval=0.5,
                        describe=agent.describe)
