@@ -77,10 +77,11 @@ done
 # etcd's own main is a one-liner around etcdmain.Main; building it from our
 # own module keeps etcd's dependency versions (not Kubernetes') in force.
 cd "$OUT/src/etcd"
+etcd_go=$(module_go_directive "go.etcd.io/etcd/server/v3@$ETCD_VERSION")
 cat >go.mod <<EOF
 module pykubelet.local/etcd-build
 
-go $go_directive
+go $etcd_go
 
 require go.etcd.io/etcd/server/v3 $ETCD_VERSION
 EOF

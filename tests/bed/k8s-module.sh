@@ -15,20 +15,28 @@ k8s_go_env() {
   TAGS=selinux,notest,grpcnotrace
 }
 
+# module_go_directive MODULE@VERSION: the `go` directive of that published module's go.mod (a
+# module built from ours needs at least the Go language version its dependency declares).
+module_go_directive() {
+  local gomod
+  gomod=$(go mod download -json "$1" | sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')
+  [[ -f $gomod ]] || { echo "cannot find go.mod of $1" >&2; return 1; }
+  awk '$1 == "go" {print $2; exit}' "$gomod"
+}
+
 # k8s_module NAME: write go.mod in the current directory for module NAME, requiring
 # k8s.io/kubernetes $K8S_VERSION with its staging modules replaced; sets k8s_dir (its source).
 k8s_module() {
-  local mod_json k8s_gomod staging_version go_directive
+  local mod_json k8s_gomod staging_version
   mod_json=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION")
   k8s_gomod=$(sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p' <<<"$mod_json")
   k8s_dir=$(sed -n 's/^\t"Dir": "\(.*\)",$/\1/p' <<<"$mod_json")
   [[ -f $k8s_gomod ]] || { echo "cannot find go.mod of k8s.io/kubernetes@$K8S_VERSION" >&2; exit 1; }
   staging_version=v0.${K8S_VERSION#v1.}
-  go_directive=$(awk '$1 == "go" {print $2; exit}' "$k8s_gomod")
   {
     echo "module $1"
     echo
-    echo "go $go_directive"
+    echo "go $(awk '$1 == "go" {print $2; exit}' "$k8s_gomod")"
     echo
     echo "require k8s.io/kubernetes $K8S_VERSION"
     echo
