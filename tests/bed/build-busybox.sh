@@ -42,7 +42,7 @@ say "fetching the busybox $BUSYBOX_VERSION upstream source through Debian $SOURC
 apt-get "${apt_opts[@]}" update -q >/dev/null
 cd "$OUT/src"
 apt-get "${apt_opts[@]}" source --download-only -q busybox >/dev/null 2>&1
-tarball=$(ls "$OUT/src"/busybox_"$BUSYBOX_VERSION".orig.tar.* 2>/dev/null | head -n1)
+tarball=$(ls "$OUT/src/busybox_$BUSYBOX_VERSION".orig.tar.* 2>/dev/null | head -n1)
 [[ -n $tarball ]] || { echo "Debian $SOURCE_SUITE has no busybox $BUSYBOX_VERSION source (ls $OUT/src)" >&2; exit 1; }
 
 rm -rf "busybox-$BUSYBOX_VERSION"

@@ -44,33 +44,9 @@ k8s_go_env
 say() { echo "[build-conformance $(date +%T)] $*"; }
 say "building e2e.test, ginkgo, agnhost and nnp $WANT with $(go version) into $BIN"
 
-# run_with_progress WHAT CMD...: a Go build prints nothing for minutes; say every
-# 30 s that it is still going and how much it has added to the build cache.
-run_with_progress() {
-  local what=$1; shift
-  local t0=$SECONDS before now pid rc=0
-  before=$(find "$GOCACHE" -type f 2>/dev/null | wc -l)
-  "$@" &
-  pid=$!
-  while ! wait_timeout "$pid" 30; do
-    now=$(find "$GOCACHE" -type f 2>/dev/null | wc -l)
-    say "$what: still compiling ($((SECONDS - t0))s, $((now - before)) new build cache entries)"
-  done
-  wait "$pid" || rc=$?
-  return $rc
-}
-# wait_timeout PID SECONDS: true once PID has exited, false after SECONDS.
-wait_timeout() {
-  local i
-  for ((i = 0; i < $2 * 5; i++)); do
-    kill -0 "$1" 2>/dev/null || return 0
-    sleep 0.2
-  done
-  return 1
-}
-
 cd "$OUT/src"
 k8s_module pykubelet.local/e2e-build
+k8s_dir=$(k8s_source_dir)
 # tools.go keeps, for `go mod tidy`, the ginkgo command and every package the
 # e2e suite's main test file pulls in (its imports register the specs).
 {

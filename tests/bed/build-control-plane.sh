@@ -42,6 +42,38 @@ k8s_go_env
 say() { echo "[build-control-plane $(date +%T)] $*"; }
 say "building $WANT with $(go version) into $BIN"
 
+# --- etcd ---------------------------------------------------------------------
+# etcd's own main is a one-liner around etcdmain.Main; building it from our
+# own module keeps etcd's dependency versions (not Kubernetes') in force. The
+# smallest build goes first: a broken step fails in seconds on a warm Go cache
+# (fresh-check.sh --link-only), not after the Kubernetes links.
+cd "$OUT/src/etcd"
+etcd_go=$(go_directive "$(module_gomod "go.etcd.io/etcd/server/v3@$ETCD_VERSION")")
+cat >go.mod <<EOF
+module pykubelet.local/etcd-build
+
+go $etcd_go
+
+require go.etcd.io/etcd/server/v3 $ETCD_VERSION
+EOF
+cat >main.go <<'EOF'
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+EOF
+t0=$SECONDS
+say "building etcd $ETCD_VERSION"
+go mod tidy
+CGO_ENABLED=0 run_with_progress etcd go build -p 2 -trimpath -ldflags "-s -w" -o "$BIN/.etcd.new" .
+mv -f "$BIN/.etcd.new" "$BIN/etcd"
+say "built etcd in $((SECONDS - t0))s"
+
 # --- Kubernetes -------------------------------------------------------------
 # A throwaway module that requires k8s.io/kubernetes (k8s-module.sh).
 cd "$OUT/src/k8s"
@@ -64,44 +96,14 @@ say "k8s module graph resolved in $((SECONDS - t0))s"
 ldflags=$(k8s_ldflags)
 for c in "${K8S_CMDS[@]}"; do
   t0=$SECONDS
-  say "building $c (minutes each on 2 cores; the go build prints nothing meanwhile)"
+  say "building $c (minutes each on 2 cores on a cold Go cache)"
   # Upstream links everything statically except the kubelet (cgo when available).
   cgo=0; [[ $c == kubelet ]] && cgo=$(go env CGO_ENABLED)
-  CGO_ENABLED=$cgo go build -p 2 -trimpath -tags "$TAGS" -ldflags "$ldflags" \
+  CGO_ENABLED=$cgo run_with_progress "$c" go build -p 2 -trimpath -tags "$TAGS" -ldflags "$ldflags" \
     -o "$BIN/.$c.new" "k8s.io/kubernetes/cmd/$c"
   mv -f "$BIN/.$c.new" "$BIN/$c"
   say "built $c in $((SECONDS - t0))s"
 done
-
-# --- etcd ---------------------------------------------------------------------
-# etcd's own main is a one-liner around etcdmain.Main; building it from our
-# own module keeps etcd's dependency versions (not Kubernetes') in force.
-cd "$OUT/src/etcd"
-etcd_go=$(module_go_directive "go.etcd.io/etcd/server/v3@$ETCD_VERSION")
-cat >go.mod <<EOF
-module pykubelet.local/etcd-build
-
-go $etcd_go
-
-require go.etcd.io/etcd/server/v3 $ETCD_VERSION
-EOF
-cat >main.go <<'EOF'
-package main
-
-import (
-	"os"
-
-	"go.etcd.io/etcd/server/v3/etcdmain"
-)
-
-func main() { etcdmain.Main(os.Args) }
-EOF
-t0=$SECONDS
-say "building etcd $ETCD_VERSION"
-go mod tidy
-CGO_ENABLED=0 go build -p 2 -trimpath -ldflags "-s -w" -o "$BIN/.etcd.new" .
-mv -f "$BIN/.etcd.new" "$BIN/etcd"
-say "built etcd in $((SECONDS - t0))s"
 
 echo "$WANT" >"$STAMP"
 "$BIN/kubectl" version --client

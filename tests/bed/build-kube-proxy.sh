@@ -39,8 +39,8 @@ t0=$SECONDS
 say "resolving kube-proxy's module graph"
 go mod tidy
 ldflags=$(k8s_ldflags)
-say "building kube-proxy (a few minutes on 2 cores; the go build prints nothing meanwhile)"
-CGO_ENABLED=0 go build -p 2 -trimpath -tags "$TAGS" -ldflags "$ldflags" \
+say "building kube-proxy (a few minutes on 2 cores)"
+CGO_ENABLED=0 run_with_progress kube-proxy go build -p 2 -trimpath -tags "$TAGS" -ldflags "$ldflags" \
   -o "$BIN/.kube-proxy.new" k8s.io/kubernetes/cmd/kube-proxy
 mv -f "$BIN/.kube-proxy.new" "$BIN/kube-proxy"
 echo "$WANT" >"$STAMP"

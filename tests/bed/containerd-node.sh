@@ -28,7 +28,7 @@ cmd=$1 name=$2; shift 2
 root=/var/lib/pykubelet-nodes/$name
 state=/run/pykubelet-nodes/$name
 sock=$state/containerd.sock
-netns= conf_dir=$state/net.d
+netns='' conf_dir=$state/net.d
 while [ $# -gt 0 ]; do
     case $1 in
         --netns) netns=$2; shift 2 ;;

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the scripts that start daemons. detach CMD...: runs CMD in a session of its own
 # (it outlives the shell or make that started it), in the background, with none of the starter's
 # open files but stdin/stdout/stderr (the caller redirects those). A daemon that kept them would

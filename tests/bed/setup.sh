@@ -16,7 +16,6 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/detach.sh"
-repo="$(cd "$here/../.." && pwd)"
 
 export PYKUBELET_CACHE="${PYKUBELET_CACHE:-/var/cache/pykubelet}"
 export PYKUBELET_CONTAINERD_CONFIG="${PYKUBELET_CONTAINERD_CONFIG:-/etc/pykubelet/containerd.toml}"
@@ -39,8 +38,10 @@ ctr_ok() { [ -S "$sock" ] && ctr --address "$sock" --connect-timeout 1s --timeou
 
 # ------------------------------------------------------------------ packages
 # nftables: `pykubelet proxy --proxy-mode nftables` (nft); iptables: its default mode and the CNI plugins;
-# conntrack: the Service tests show a node's flows when a connection fails.
-pkgs=(containerd runc containernetworking-plugins busybox-static iptables nftables conntrack iproute2 gcc libc6-dev)
+# conntrack: the Service tests show a node's flows when a connection fails; shellcheck: the
+# scripts' lint (tests/unit/test_shell_scripts.py).
+pkgs=(containerd runc containernetworking-plugins busybox-static iptables nftables conntrack iproute2 gcc libc6-dev
+      shellcheck)
 missing=()
 for p in "${pkgs[@]}"; do
     if [ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)" != installed ]; then

@@ -17,7 +17,6 @@
 # Prints that directory. Needs root, mmdebstrap, e2fsprogs and Debian's vagrant package.
 set -euo pipefail
 
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache="${PYKUBELET_CACHE:-/var/cache/pykubelet}/vm"
 key="$(sha256sum "${BASH_SOURCE[0]}" | cut -c1-12)"
 out="$cache/debian12-$key"
