@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup vm-setup venv control-plane e2e run test unit bench soak proto cluster cluster-down conformance install uninstall vagrant-test
+.PHONY: setup vm-setup venv control-plane e2e run test unit bench soak proto cluster cluster-down conformance install uninstall vagrant-test fresh-check
 
 setup: venv ## system packages, containerd (our config), CNI, local images, .venv
 	bash tests/bed/setup.sh
@@ -71,3 +71,6 @@ uninstall: ## remove everything `make install` put on the machine (pods keep run
 
 vagrant-test: venv control-plane vm-setup ## the Vagrantfile's cluster for real: two Debian 12 VMs (qemu), kubeadm init and join with pykubelet under systemd
 	$(PY) -m pytest tests/vm/kubeadm_cluster.py $(PYTEST_ARGS)
+
+fresh-check: ## the rehearsal before resolving anything that touches the test bed or a build: `make run` and every build of `make test` as a new machine runs them (empty caches, Go's too; the machine's are untouched)
+	bash tests/bed/fresh-check.sh
