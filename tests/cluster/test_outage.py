@@ -66,3 +66,18 @@ async def test_pods_ride_out_an_apiserver_outage_and_the_node_catches_up(node_ag
     assert all(s["restartCount"] == 0 for s in after.values())
     # Reconnecting with back-off, not in a hot loop (the agent idles near 1-2 % here).
     assert outage_cpu_percent < 15, f"the agent used {outage_cpu_percent:.0f}% of a core while the API was down"
+    await controllers_caught_up()
+
+
+async def controllers_caught_up() -> None:
+    """The control plane is left as the next test expects it: the controller-manager's watches,
+    refused while the restarted apiserver loaded its RBAC, retry with a back-off of up to 30 s
+    each; until they are back a new namespace gets no default service account (a loaded
+    machine once took over the next test's 60 s)."""
+    probe = f"outage-probe-{int(time.time())}"
+    kubectl("create", "namespace", probe)
+    try:
+        await wait_for(lambda: kubectl("get", "serviceaccount", "default", "-n", probe, check=False).returncode == 0,
+                       180, "the controller-manager to create a new namespace's service account after the outage")
+    finally:
+        kubectl("delete", "namespace", probe, "--wait=false", check=False)
