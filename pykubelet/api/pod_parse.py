@@ -129,8 +129,11 @@ def _parse_mounts(r: _Reader, container: dict[str, Any], path: str) -> list[Volu
         where = f"{path}.volumeMounts[{i}]"
         mount = r.mapping(item, where)
         if mount:
+            sub_path, sub_path_expr = r.string(mount, "subPath", where), r.string(mount, "subPathExpr", where)
+            if sub_path and sub_path_expr:
+                r.fail(f"{where}.subPathExpr", "Invalid value: subPathExpr and subPath are mutually exclusive")
             mounts.append(VolumeMount(name=r.string(mount, "name", where), mount_path=r.string(mount, "mountPath", where),
-                                      sub_path=r.string(mount, "subPath", where),
+                                      sub_path=sub_path, sub_path_expr=sub_path_expr,
                                       read_only=r.boolean(mount, "readOnly", where)))
     return mounts
 
