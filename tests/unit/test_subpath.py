@@ -201,3 +201,12 @@ def test_sub_path_expr_is_expanded_with_the_containers_env_then_checked(node):
 def _mount_lines() -> list[str]:
     with open("/proc/self/mountinfo") as f:
         return [line.split(" ")[4] for line in f]
+
+
+def test_a_bind_left_behind_is_reported_by_the_leak_check(node):
+    from pykubelet.tools.leak_checks import Alive, leaked_mounts
+    root, volume, _ = node
+    (volume / "d").mkdir()
+    target = mount(root, volume, "d")
+    assert target not in {leak.what for leak in leaked_mounts(Alive(pod_uids={UID}))}  # its pod is alive
+    assert [(leak.kind, leak.owner) for leak in leaked_mounts(Alive()) if leak.what == target] == [("mount", UID)]
