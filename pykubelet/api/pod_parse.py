@@ -145,8 +145,10 @@ def _parse_volumes(r: _Reader, spec: dict[str, Any]) -> list[Volume]:
         volume = r.mapping(item, f"spec.volumes[{i}]")
         kind = next((k for k in volume if k != "name"), "")
         source = volume.get(kind)
-        volumes.append(Volume(name=r.string(volume, "name", f"spec.volumes[{i}]", required=True), kind=kind,
-                              source=source if isinstance(source, dict) else {}))
+        name = r.string(volume, "name", f"spec.volumes[{i}]", required=True)
+        if name and not _DNS1123_LABEL.match(name):  # it names directories under the pod's
+            r.fail(f"spec.volumes[{i}].name", f"Invalid value: {name!r}: must be a lowercase RFC 1123 label")
+        volumes.append(Volume(name=name, kind=kind, source=source if isinstance(source, dict) else {}))
     return volumes
 
 

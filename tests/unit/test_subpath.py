@@ -210,3 +210,12 @@ def test_a_bind_left_behind_is_reported_by_the_leak_check(node):
     target = mount(root, volume, "d")
     assert target not in {leak.what for leak in leaked_mounts(Alive(pod_uids={UID}))}  # its pod is alive
     assert [(leak.kind, leak.owner) for leak in leaked_mounts(Alive()) if leak.what == target] == [("mount", UID)]
+
+
+def test_a_volume_name_that_is_a_path_is_refused_naming_the_field():
+    from pykubelet.api.errors import InvalidObject
+    with pytest.raises(InvalidObject, match=r"spec\.volumes\[0\]\.name"):
+        parse_pod({"metadata": {"name": "p", "uid": UID}, "spec": {
+            "volumes": [{"name": "../../../../tmp/x", "emptyDir": {}}],
+            "containers": [{"name": "c", "image": "busybox:1.36", "volumeMounts": [
+                {"name": "../../../../tmp/x", "mountPath": "/data", "subPath": "s"}]}]}}, where="test")
