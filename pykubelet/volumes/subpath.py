@@ -97,8 +97,10 @@ def _bind(root_dir: str, mount: SubPathMount, host_path: str) -> str:
         try:
             # The kernel resolves /proc/<pid>/fd/<n> to the file we opened, whatever the
             # path names by now; --no-canonicalize keeps mount(8) from resolving it itself.
-            subprocess.run(["mount", "--no-canonicalize", "--bind", f"/proc/{os.getpid()}/fd/{fd}", target],
-                           check=True, capture_output=True)
+            done = subprocess.run(["mount", "--no-canonicalize", "--bind", f"/proc/{os.getpid()}/fd/{fd}", target],
+                                  capture_output=True, text=True)
+            if done.returncode != 0:
+                raise OSError(f"error mounting {resolved}: {done.stderr.strip()}")
         except _FAILURES:
             _remove_target(target)
             raise
