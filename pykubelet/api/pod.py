@@ -44,6 +44,8 @@ class VolumeMount:
     name: str
     mount_path: str
     sub_path: str = ""
+    sub_path_expr: str = ""
+    """subPathExpr as written: $(VAR) references to the container's env, expanded at start."""
     read_only: bool = False
 
 

@@ -129,8 +129,11 @@ def _parse_mounts(r: _Reader, container: dict[str, Any], path: str) -> list[Volu
         where = f"{path}.volumeMounts[{i}]"
         mount = r.mapping(item, where)
         if mount:
+            sub_path, sub_path_expr = r.string(mount, "subPath", where), r.string(mount, "subPathExpr", where)
+            if sub_path and sub_path_expr:
+                r.fail(f"{where}.subPathExpr", "Invalid value: subPathExpr and subPath are mutually exclusive")
             mounts.append(VolumeMount(name=r.string(mount, "name", where), mount_path=r.string(mount, "mountPath", where),
-                                      sub_path=r.string(mount, "subPath", where),
+                                      sub_path=sub_path, sub_path_expr=sub_path_expr,
                                       read_only=r.boolean(mount, "readOnly", where)))
     return mounts
 
@@ -142,8 +145,10 @@ def _parse_volumes(r: _Reader, spec: dict[str, Any]) -> list[Volume]:
         volume = r.mapping(item, f"spec.volumes[{i}]")
         kind = next((k for k in volume if k != "name"), "")
         source = volume.get(kind)
-        volumes.append(Volume(name=r.string(volume, "name", f"spec.volumes[{i}]", required=True), kind=kind,
-                              source=source if isinstance(source, dict) else {}))
+        name = r.string(volume, "name", f"spec.volumes[{i}]", required=True)
+        if name and not _DNS1123_LABEL.match(name):  # it names directories under the pod's
+            r.fail(f"spec.volumes[{i}].name", f"Invalid value: {name!r}: must be a lowercase RFC 1123 label")
+        volumes.append(Volume(name=name, kind=kind, source=source if isinstance(source, dict) else {}))
     return volumes
 
 

@@ -157,11 +157,14 @@ class ContainerStarter:
         self.history.image_ready(pod, name, container.image, pulled[0] if pulled else None)
         os.makedirs(os.path.join(sandbox_config.log_directory, name), mode=0o755, exist_ok=True)
         try:
+            env_sources = await self._env_sources(pod, container)
             volumes = await asyncio.to_thread(local_volumes.setup_volumes, self.node.root_dir, pod)
             projected = api_volumes.volume_paths(self.node.root_dir, pod)
-            mounts = local_volumes.container_mounts(pod, container, {**volumes, **projected}, set(projected))
+            env = (dict(specs.container_env_of(pod, container, self.node, pod_ip, env_sources))
+                   if any(m.sub_path_expr for m in container.volume_mounts) else {})
+            mounts = await asyncio.to_thread(local_volumes.container_mounts, self.node.root_dir, pod, container,
+                                             {**volumes, **projected}, set(projected), env)
             mounts += await asyncio.to_thread(self._pod_file_mounts, pod, container, pod_ip)
-            env_sources = await self._env_sources(pod, container)
             config = specs.container_config(pod, container, image_ref, restart_count, self.node, pod_ip, mounts,
                                             env_sources)
             if security.effective(pod, container).get("runAsNonRoot"):

@@ -68,6 +68,15 @@ def expand(text: str, env: dict[str, str]) -> str:
     return _REFERENCE.sub(substitute, text)
 
 
+def expand_required(text: str, env: dict[str, str]) -> str:
+    """$(VAR) expansion where every variable named must be set and not empty (subPathExpr's
+    rule: an unset one would silently change which directory is mounted)."""
+    missing = sorted({m.group(1) for m in _REFERENCE.finditer(text) if m.group(0) != "$$" and not env.get(m.group(1))})
+    if missing:
+        raise ContainerConfigError(f"missing value for {', '.join(missing)}")
+    return expand(text, env)
+
+
 def _field_ref(pod: Pod, facts: PodFacts, path: str) -> str:
     simple = {
         "metadata.name": pod.name, "metadata.namespace": pod.namespace, "metadata.uid": pod.uid,

@@ -2,6 +2,7 @@
 
     <root-dir>/pods/<uid>/                                 the pod's directory
     <root-dir>/pods/<uid>/volumes/<plugin>/<name>          its volumes (kubernetes.io~empty-dir...)
+    <root-dir>/pods/<uid>/volume-subpaths/<volume>/<container>/<index>   subPath bind mounts
     <root-dir>/pods/<uid>/etc-hosts                        its managed /etc/hosts
     <root-dir>/pods/<uid>/containers/<container>/<id>      each instance's termination-message file
     <pod-logs-dir>/<namespace>_<name>_<uid>/<container>/<restartCount>.log   container logs
@@ -30,6 +31,16 @@ def volumes_dir(root_dir: str, uid: str) -> str:
 def volume_dir(root_dir: str, uid: str, plugin: str, name: str) -> str:
     """One volume's directory; `plugin` is the kubelet's plugin directory (kubernetes.io~configmap...)."""
     return os.path.join(volumes_dir(root_dir, uid), plugin, name)
+
+
+def volume_subpaths_dir(root_dir: str, uid: str) -> str:
+    return os.path.join(pod_dir(root_dir, uid), "volume-subpaths")
+
+
+def volume_subpath(root_dir: str, uid: str, volume: str, container: str, index: int) -> str:
+    """Where a subPath is bind-mounted for the runtime; `index`: the volumeMount's position in
+    the container's volumeMounts."""
+    return os.path.join(volume_subpaths_dir(root_dir, uid), volume, container, str(index))
 
 
 def etc_hosts(root_dir: str, uid: str) -> str:

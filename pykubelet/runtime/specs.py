@@ -94,6 +94,13 @@ def sandbox_config(pod: Pod, attempt: int, logs_root: str, dns: ClusterDNS | Non
     )
 
 
+def container_env_of(pod: Pod, container: Container, node: NodeFacts, pod_ip: str,
+                     env_sources: EnvSources | None) -> list[tuple[str, str]]:
+    """The container's environment as it will run with it (also what subPathExpr expands with)."""
+    return container_env(pod, container, PodFacts(node.node_name, node.host_ip, pod_ip), node.allocatable,
+                         env_sources)
+
+
 def container_config(pod: Pod, container: Container, image_ref: str, restart_count: int,
                      node: NodeFacts | None = None, pod_ip: str = "",
                      mounts: list[api.Mount] | None = None,
@@ -103,8 +110,7 @@ def container_config(pod: Pod, container: Container, image_ref: str, restart_cou
     `env_sources`: the ConfigMaps, Secrets and service variables the env reads (fetched before).
     """
     node = node or NodeFacts()
-    env = container_env(pod, container, PodFacts(node.node_name, node.host_ip, pod_ip), node.allocatable,
-                        env_sources)
+    env = container_env_of(pod, container, node, pod_ip, env_sources)
     command, args = expand_command(container, env)
     namespaces = _namespace_options(pod)
     return api.ContainerConfig(

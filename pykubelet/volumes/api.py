@@ -25,6 +25,7 @@ from pykubelet.kube import errors as kube_errors
 from pykubelet.kube.objects import SINGULAR, NotSynced, ObjectCache, ObjectNotFound, ServiceCache
 from pykubelet.kube.tokens import DEFAULT_EXPIRATION_SECONDS, TokenManager
 from pykubelet.runtime import paths, security
+from pykubelet.volumes import subpath
 from pykubelet.volumes.atomic_writer import DATA_DIR, FileProjection, PayloadError, write_atomic
 from pykubelet.volumes.projection import (DEFAULT_MODE, MountError, aggregate, downward_api_payload,
                                           object_payload)
@@ -108,6 +109,8 @@ class ApiVolumes:
         """Unmount and remove these volumes of a pod that finished for good, and stop watching
         its objects (the kubelet unmounts a terminated pod's volumes; its directory stays)."""
         self.forget(pod.uid)
+        # The kubelet unmounts a volume's subPath binds with it; this pod starts no container again.
+        await asyncio.to_thread(subpath.clean_sub_paths, self.root_dir, pod.uid)
         await asyncio.to_thread(_remove, list(volume_paths(self.root_dir, pod).values()))
 
     async def setup(self, pod: Pod) -> dict[str, str]:

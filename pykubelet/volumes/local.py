@@ -18,7 +18,11 @@ from pykubelet.api.pod import Container, Pod
 from pykubelet.api.quantity import quantity_bytes
 from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.runtime import paths
-from pykubelet.runtime.env import ContainerConfigError
+from pykubelet.runtime.env import ContainerConfigError, expand_required
+from pykubelet.util.log import get_logger
+from pykubelet.volumes import subpath
+
+log = get_logger(__name__)
 
 _HOST_PATH_CHECKS = {
     "Directory": (stat.S_ISDIR, "a directory"),
@@ -88,65 +92,62 @@ def setup_volumes(root_dir: str, pod: Pod) -> dict[str, str]:
     return out
 
 
-def container_mounts(pod: Pod, container: Container, volumes: dict[str, str],
-                     read_only: frozenset[str] | set[str] = frozenset()) -> list[api.Mount]:
-    """CRI mounts for the container's volumeMounts of the volumes set up (name -> host path).
+def container_mounts(root_dir: str, pod: Pod, container: Container, volumes: dict[str, str],
+                     read_only: frozenset[str] | set[str] = frozenset(),
+                     env: dict[str, str] | None = None) -> list[api.Mount]:
+    """CRI mounts for the container's volumeMounts of the volumes set up (name -> host path);
+    `env`: the container's environment, which subPathExpr is expanded with.
 
     Volumes named in `read_only` are mounted read-only whatever the volumeMount says (configMap,
     secret...). Mounts of volume types not supported yet are left out: the pod was warned about
-    at admission (UnsupportedFields).
+    at admission (UnsupportedFields). A subPath is bind-mounted safely first (subpath.py), so
+    this blocks: call it in a thread.
     """
     declared = {v.name for v in pod.volumes}
     mounts = []
-    for mount in container.volume_mounts:
+    for index, mount in enumerate(container.volume_mounts):
         name = mount.name
         if name not in declared:
             raise ContainerConfigError(f"volumeMount {name!r}: the pod has no volume of that name")
         if name not in volumes:
             continue
         host = volumes[name]
-        if mount.sub_path:
-            sub = os.path.normpath(mount.sub_path)
-            if sub.startswith("..") or os.path.isabs(sub):
-                raise ContainerConfigError(f"volumeMount {name!r}: subPath {mount.sub_path!r} must stay inside")
-            root, host = host, os.path.join(host, sub)
-            if not os.path.exists(host):
-                _make_sub_path(root, sub)
+        sub_path = expand_required(mount.sub_path_expr, env or {}) if mount.sub_path_expr else mount.sub_path
+        if sub_path:
+            host = subpath.prepare(root_dir, subpath.SubPathMount(pod.uid, container.name, name, index, host,
+                                                                  sub_path))
         mounts.append(api.Mount(container_path=mount.mount_path, host_path=host,
                                 readonly=mount.read_only or name in read_only))
     return mounts
 
 
-def _make_sub_path(volume: str, sub: str) -> None:
-    """Create a missing subPath as the kubelet does: each missing directory with the mode of the
-    volume's own (set explicitly, past the umask), so an fsGroup volume's group keeps access."""
-    mode = os.stat(volume).st_mode & 0o7777
-    path = volume
-    for part in sub.split(os.sep):
-        path = os.path.join(path, part)
-        if not os.path.isdir(path):
-            os.mkdir(path)
-            os.chmod(path, mode)
+def teardown_volumes(root_dir: str, uid: str) -> bool:
+    """Unmount the pod's subPath binds and tmpfs volumes (emptyDir, secret...), then remove its
+    directory (hostPath data is never touched); True when it is gone.
 
-
-def teardown_volumes(root_dir: str, uid: str) -> None:
-    """Unmount the pod's tmpfs volumes (emptyDir, secret...) and remove its directory (hostPath
-    data is never touched)."""
+    While anything under the directory is still mounted it stays, for the next try: removing
+    it would reach through the mount into a volume's or the host's files."""
     base = paths.pod_dir(root_dir, uid)
+    subpath.clean_sub_paths(root_dir, uid)
     volumes = paths.volumes_dir(root_dir, uid)
     for plugin in os.listdir(volumes) if os.path.isdir(volumes) else []:
         for name in os.listdir(os.path.join(volumes, plugin)):
             path = os.path.join(volumes, plugin, name)
             if _mounted(path):
                 subprocess.run(["umount", path], check=False, capture_output=True)
+    prefix = os.path.realpath(base) + os.sep
+    still_mounted = sorted(p for p in subpath.mount_points() if p.startswith(prefix))
+    if still_mounted:
+        log.error("Pod directory kept: something under it is still mounted", pod=uid, mounts=still_mounted)
+        return False
     shutil.rmtree(base, ignore_errors=True)
+    return not os.path.lexists(base)
 
 
 def remove_orphaned_pod_dirs(root_dir: str, keep: set[str]) -> list[str]:
     """Tear down <root-dir>/pods/<uid> of pods nothing knows any more (the kubelet's
-    cleanupOrphanedPodDirs): removed while the agent was down, their containers gone too."""
+    cleanupOrphanedPodDirs): removed while the agent was down, their containers gone too.
+    The UIDs whose directory went."""
     base = paths.pods_dir(root_dir)
     orphans = [uid for uid in (os.listdir(base) if os.path.isdir(base) else []) if uid not in keep]
-    for uid in orphans:
-        teardown_volumes(root_dir, uid)
-    return orphans
+    return [uid for uid in orphans if teardown_volumes(root_dir, uid)]
