@@ -338,3 +338,34 @@ def test_server_tls_bootstrap_is_a_setting_that_needs_a_cluster(tmp_path):
     assert load_settings(["--rotate-server-certificates", "--kubeconfig", str(kubeconfig)]).server.server_tls_bootstrap
     with pytest.raises(ConfigError, match="serverTLSBootstrap.*needs --kubeconfig"):
         load_settings(["--config", str(config)])
+
+
+async def test_the_listener_serves_the_certificate_the_rotation_gets(tmp_path, fast_template_checks):
+    """The pieces as the agent joins them: nothing served, a CSR signed, that certificate served."""
+    ca = CA()
+    settings = Settings()
+    settings.node_name = "node-a"
+    settings.cluster.cert_dir = str(tmp_path / "pki")
+    api = SigningApi(ca)
+    api.hold = True
+    context, rotation_ = await tls.bootstrapped_serving(settings, api, lambda: [  # type: ignore[arg-type]
+        {"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": "node-a"}])
+    task = asyncio.create_task(rotation_.run())
+    try:
+        async with Listener(context) as listener:
+            await wait_for(lambda: api.created, 5, "the serving CSR")
+            with pytest.raises((ssl.SSLError, ConnectionResetError)):
+                await listener.connect(ca)
+            api.hold = False
+            reader, writer, cert = await wait_for(lambda: _connected(listener, ca), 5, "the issued certificate served")
+            assert cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "system:node:node-a"
+            writer.close()
+    finally:
+        task.cancel()
+
+
+async def _connected(listener: Listener, ca: CA):
+    try:
+        return await listener.connect(ca)
+    except (ssl.SSLError, ConnectionResetError):
+        return None
