@@ -269,11 +269,18 @@ class Agent:
         from pykubelet.server.host import Host
 
         assert p.statuses is not None
-        kube = p.kube
+        s, kube = self.settings, p.kube
         review = (lambda path, body: kube.create(path, body)) if kube is not None else None
+        context = None
+        if s.server.server_tls_bootstrap:
+            from pykubelet.node.status import addresses
+
+            context, rotation = await kubelet_api.tls.bootstrapped_serving(
+                s, kube, lambda: addresses(p.node_ip, s.node_name))
+            self.tasks.loop("serving-certificate-rotation", rotation.run())
         try:
             server = await kubelet_api.start(Host(self.settings, p.cri, [p.node_ip], p.statuses.pods, p.health,
-                                                  review))
+                                                  review), context)
         except (kubelet_api.BindError, kubelet_api.tls.TLSError) as e:
             raise LoopDied(str(e)) from None
         p.closers.append(server.close)

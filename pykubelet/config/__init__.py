@@ -221,6 +221,9 @@ def _finish(settings: Settings) -> Settings:
         raise ConfigError("flag --bootstrap-kubeconfig: needs --kubeconfig, where the node's kubeconfig is written "
                           "after TLS bootstrap")
     cluster.cert_dir = cluster.cert_dir or os.path.join(os.path.abspath(settings.root_dir), "pki")
+    if settings.server.server_tls_bootstrap and not cluster.kubeconfig:
+        raise ConfigError("serverTLSBootstrap (--rotate-server-certificates): needs --kubeconfig, the cluster that "
+                          "signs the serving certificate")
     _check_cgroup_root(settings)
     return settings
 

@@ -31,8 +31,6 @@ IGNORED: tuple[Option, ...] = (
     _ignored("enableServer", "enable-server", boolean, True),
     _ignored("readOnlyPort", "read-only-port", s.integer, 0, "pykubelet serves no read-only port", flag_type=int),
     _ignored("tlsCurvePreferences", "", s.int_list),
-    _ignored("serverTLSBootstrap", "rotate-server-certificates", boolean, False,
-             "the serving certificate stays the one in tlsCertFile or the self-signed one"),
     _ignored("enableContentionProfiling", "contention-profiling", boolean, HARMLESS),
     _ignored("enableProfilingHandler", "", boolean, HARMLESS),
     _ignored("enableDebugFlagsHandler", "", boolean, HARMLESS),

@@ -64,6 +64,9 @@ OPTIONS: tuple[Option, ...] = (
            "serving certificate of the kubelet API (default: self-signed in <root-dir>/pki)", file_relative=True),
     Option("server.tls_private_key_file", v.text, "tlsPrivateKeyFile", "tls-private-key-file",
            "its private key", file_relative=True),
+    Option("server.server_tls_bootstrap", v.boolean, "serverTLSBootstrap", "rotate-server-certificates",
+           "request the serving certificate from the cluster (kubelet-serving CSR) and rotate it (true/false, "
+           "default false)"),
     Option("server.tls_min_version", v.tls_version, "tlsMinVersion", "tls-min-version",
            "lowest TLS version: VersionTLS10..VersionTLS13 (default VersionTLS12)", zero_is_default=Z),
     Option("server.tls_cipher_suites", v.cipher_suites, "tlsCipherSuites", "tls-cipher-suites",

@@ -67,6 +67,10 @@ class ServerSettings:
     kept in <root-dir>/pki/kubelet.crt, made once and reused."""
     tls_private_key_file: str = ""
     """tlsPrivateKeyFile / --tls-private-key-file: its key."""
+    server_tls_bootstrap: bool = False
+    """serverTLSBootstrap / --rotate-server-certificates: get the serving certificate from the
+    cluster (a kubelet-serving CSR for the node's addresses, approved by an admin or an approver)
+    and rotate it; kept in <cert-dir>/kubelet-server-current.pem. No self-signed one is made."""
     tls_min_version: str = ""
     """tlsMinVersion / --tls-min-version: VersionTLS10..VersionTLS13; empty: TLS 1.2."""
     tls_cipher_suites: list[str] = field(default_factory=list)

@@ -20,7 +20,7 @@ from pykubelet.api.eviction import Threshold
 from pykubelet.diagnose.checks import FAIL, OK, WARN, Node, size
 from pykubelet.node.hostinfo import meminfo_bytes
 from pykubelet.server.stats import IMAGEFS_DIR
-from pykubelet.server.tls import CERT_NAME
+from pykubelet.server.tls import CERT_NAME, SERVING_PREFIX
 
 EXPIRY_WARNING_DAYS = 30
 CLOCK_WARN_SECONDS, CLOCK_FAIL_SECONDS = 2.0, 60.0
@@ -158,6 +158,8 @@ def certificate_check(node: Node, area: str, what: str, path: str, label: str = 
 def certificates(node: Node) -> None:
     s = node.settings
     serving = s.server.tls_cert_file or os.path.join(s.root_dir, "pki", CERT_NAME)
+    if s.server.server_tls_bootstrap:
+        serving = os.path.join(s.cluster.cert_dir, f"{SERVING_PREFIX}-current.pem")
     files = [("serving certificate (:10250)", serving)]
     if s.authn.client_ca_file:
         files.append(("client CA", s.authn.client_ca_file))
@@ -165,6 +167,10 @@ def certificates(node: Node) -> None:
     if os.path.exists(rotated):
         files.append(("client certificate", rotated))
     for what, path in files:
+        if what.startswith("serving") and s.server.server_tls_bootstrap and not os.path.exists(path):
+            node.add("Certificates", WARN, f"{what}: none issued yet (serverTLSBootstrap: the node's "
+                                           "kubelet-serving CSR waits for approval: kubectl get csr)")
+            continue
         if what.startswith("serving") and not s.server.tls_cert_file and not os.path.exists(path):
             node.add("Certificates", OK, f"{what}: none yet (the agent makes a self-signed one at {path})")
             continue

@@ -1,12 +1,17 @@
-"""A client certificate for the node from the apiserver: key, CertificateSigningRequest, approval.
+"""The node's certificates from the apiserver: key, CertificateSigningRequest, approval.
 
-The CSR is the kubelet's: signer kubernetes.io/kube-apiserver-client-kubelet, subject
-CN=system:node:<node>, O=system:nodes, no SANs, usages "digital signature" and "client auth"
-(plus "key encipherment" for RSA keys, which the node never makes: every key is ECDSA P-256), no
-expirationSeconds (the signer's duration applies). That is what the csrapproving controller
-recognises and auto-approves, for a bootstrap token (nodeclient) or the node itself (selfnodeclient).
-The bootstrap CSR's name is derived from its key and subject, so an agent restarted while waiting
-finds its own CSR again instead of making another.
+Two kinds, both the kubelet's, both subject CN=system:node:<node>, O=system:nodes, with an ECDSA
+P-256 key (so never "key encipherment", which only RSA keys ask for) and no expirationSeconds
+(the signer's duration applies):
+- the client certificate (CLIENT): signer kubernetes.io/kube-apiserver-client-kubelet, no SANs,
+  usages "digital signature" and "client auth". The csrapproving controller recognises and
+  auto-approves it, for a bootstrap token (nodeclient) or the node itself (selfnodeclient). The
+  bootstrap CSR's name is derived from its key and subject, so an agent restarted while waiting
+  finds its own CSR again instead of making another.
+- the serving certificate of the kubelet API (serving_template, serverTLSBootstrap): signer
+  kubernetes.io/kubelet-serving, usages "digital signature" and "server auth", the node's
+  addresses as SANs. Nothing in kube-controller-manager approves it: an admin
+  (`kubectl certificate approve`) or an approver must, after checking the names it asks for.
 """
 
 from __future__ import annotations
@@ -15,8 +20,10 @@ import asyncio
 import base64
 import contextlib
 import hashlib
+import ipaddress
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Iterable
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -32,9 +39,74 @@ log = get_logger(__name__)
 CSR_PATH = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
 SIGNER = "kubernetes.io/kube-apiserver-client-kubelet"
 USAGES = ("digital signature", "client auth")
+SERVING_SIGNER = "kubernetes.io/kubelet-serving"
+SERVING_USAGES = ("digital signature", "server auth")
 NODES_GROUP = "system:nodes"
 PROGRESS_EVERY = 10.0  # seconds between "still waiting" lines
 WATCH_SECONDS = 60
+
+
+@dataclass(frozen=True)
+class CSRTemplate:
+    """What a CSR asks for besides the node's subject: signer, usages and SANs."""
+
+    what: str
+    """How logs name the certificate: "client certificate", "serving certificate"."""
+    signer: str
+    usages: tuple[str, ...]
+    dns_names: tuple[str, ...] = ()
+    ips: tuple[str, ...] = ()
+
+    @property
+    def manual_approval(self) -> bool:
+        """No controller of the cluster approves these: say so while waiting."""
+        return self.signer == SERVING_SIGNER
+
+
+CLIENT = CSRTemplate("client certificate", SIGNER, USAGES)
+SERVING = "serving certificate"
+
+
+def serving_template(addresses: Iterable[dict[str, str]]) -> CSRTemplate | None:
+    """The serving CSR for these Node status addresses; None while there is no IP to put in it.
+
+    As the kubelet: Hostname (a DNS name, or an IP if it parses as one), InternalDNS and
+    ExternalDNS become DNS SANs, InternalIP and ExternalIP IP SANs; each once, sorted. Without an
+    IP SAN no CSR is made (a DNS-only serving certificate is refused by default)."""
+    dns: set[str] = set()
+    ips: set[ipaddress.IPv4Address | ipaddress.IPv6Address] = set()
+    for entry in addresses:
+        kind, value = entry.get("type", ""), entry.get("address", "")
+        if not value:
+            continue
+        try:
+            ip = ipaddress.ip_address(value)
+        except ValueError:
+            ip = None
+        if kind in ("InternalIP", "ExternalIP", "Hostname") and ip is not None:
+            ips.add(ip)
+        elif kind in ("InternalDNS", "ExternalDNS") or (kind == "Hostname" and ip is None):
+            dns.add(value)
+    if not ips:
+        return None
+    return CSRTemplate(SERVING, SERVING_SIGNER, SERVING_USAGES, tuple(sorted(dns)),
+                       tuple(str(ip) for ip in sorted(ips, key=lambda ip: (ip.version, int(ip)))))
+
+
+def satisfies(cert: x509.Certificate, node_name: str, template: CSRTemplate) -> bool:
+    """The certificate is for the node and carries exactly the template's SANs (a changed address
+    asks for a new one, as the kubelet's certificate manager decides)."""
+    if cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME) != \
+            node_subject(node_name).get_attributes_for_oid(NameOID.COMMON_NAME):
+        return False
+    if {a.value for a in cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)} != {NODES_GROUP}:
+        return False
+    try:
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        dns, ips = set(sans.get_values_for_type(x509.DNSName)), {str(ip) for ip in sans.get_values_for_type(x509.IPAddress)}
+    except x509.ExtensionNotFound:
+        dns, ips = set(), set()
+    return dns == set(template.dns_names) and ips == set(template.ips)
 
 
 class CSRDenied(Exception):
@@ -54,9 +126,13 @@ def node_subject(node_name: str) -> x509.Name:
                       x509.NameAttribute(NameOID.COMMON_NAME, f"system:node:{node_name}")])
 
 
-def csr_pem(key: ec.EllipticCurvePrivateKey, node_name: str) -> bytes:
-    request = x509.CertificateSigningRequestBuilder().subject_name(node_subject(node_name)).sign(key, hashes.SHA256())
-    return request.public_bytes(serialization.Encoding.PEM)
+def csr_pem(key: ec.EllipticCurvePrivateKey, node_name: str, template: CSRTemplate = CLIENT) -> bytes:
+    builder = x509.CertificateSigningRequestBuilder().subject_name(node_subject(node_name))
+    sans: list[x509.GeneralName] = [x509.DNSName(name) for name in template.dns_names]
+    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in template.ips]
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    return builder.sign(key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
 
 
 def bootstrap_csr_name(key: ec.EllipticCurvePrivateKey, node_name: str) -> str:
@@ -72,10 +148,11 @@ def bootstrap_csr_name(key: ec.EllipticCurvePrivateKey, node_name: str) -> str:
     return "node-csr-" + b64(digest.digest())
 
 
-def csr_object(pem: bytes, name: str = "") -> dict[str, Any]:
+def csr_object(pem: bytes, name: str = "", template: CSRTemplate = CLIENT) -> dict[str, Any]:
     metadata = {"name": name} if name else {"generateName": "csr-"}
     return {"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest", "metadata": metadata,
-            "spec": {"request": base64.b64encode(pem).decode(), "signerName": SIGNER, "usages": list(USAGES)}}
+            "spec": {"request": base64.b64encode(pem).decode(), "signerName": template.signer,
+                     "usages": list(template.usages)}}
 
 
 def _same_request(theirs: bytes, ours: bytes) -> bool:
@@ -99,16 +176,24 @@ def _outcome(csr: dict[str, Any]) -> bytes | None:
     return base64.b64decode(certificate) if certificate else None
 
 
-async def request_certificate(kube: KubeClient, pem: bytes, *, name: str = "", wait_seconds: float) -> bytes:
+async def request_certificate(kube: KubeClient, pem: bytes, *, name: str = "", wait_seconds: float,
+                              template: CSRTemplate = CLIENT) -> bytes:
     """Create the CSR (or find ours, by name) and wait until it is signed; the certificate's PEM."""
+    what = template.what
     try:
-        csr = await kube.create(CSR_PATH, csr_object(pem, name))
+        csr = await kube.create(CSR_PATH, csr_object(pem, name, template))
     except errors.Conflict:
         csr = await kube.get(f"{CSR_PATH}/{name}")
         if not _same_request(base64.b64decode(csr["spec"]["request"]), pem):
             raise CSRDenied(f"certificate signing request {name} exists for another key or subject") from None
     name = csr["metadata"]["name"]
-    log.info("Waiting for the client certificate", csr=name, signer=SIGNER)
+    if template.manual_approval:
+        log.info(f"Waiting for the {what}: nothing in the cluster approves {template.signer} requests by "
+                 "itself; check the names it asks for, then approve it", csr=name, signer=template.signer,
+                 dnsNames=",".join(template.dns_names), ips=",".join(template.ips),
+                 approve=f"kubectl certificate approve {name}")
+    else:
+        log.info(f"Waiting for the {what}", csr=name, signer=template.signer)
     began = time.monotonic()
     deadline = began + wait_seconds
     said = began
@@ -121,11 +206,11 @@ async def request_certificate(kube: KubeClient, pem: bytes, *, name: str = "", w
         if now - said >= PROGRESS_EVERY:
             said = now
             approved = any(c.get("type") == "Approved" for c in (csr.get("status") or {}).get("conditions") or [])
-            log.info("Still waiting for the client certificate", csr=name, waited=f"{now - began:.0f}s",
+            log.info(f"Still waiting for the {what}", csr=name, waited=f"{now - began:.0f}s",
                      state="approved, not signed yet" if approved else
                      f"pending approval (kubectl certificate approve {name})")
         csr, version = await _next_version(kube, name, version, min(deadline - now, PROGRESS_EVERY))
-    log.info("Client certificate issued", csr=name, waited=f"{time.monotonic() - began:.1f}s")
+    log.info(f"{what.capitalize()} issued", csr=name, waited=f"{time.monotonic() - began:.1f}s")
     return certificate
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import ssl
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -41,11 +42,15 @@ class KubeletAPI:
         await self.runner.cleanup()
 
 
-async def start(host: Host) -> KubeletAPI:
-    """Listen on the configured address and port; BindError or tls.TLSError if it cannot."""
+async def start(host: Host, context: ssl.SSLContext | None = None) -> KubeletAPI:
+    """Listen on the configured address and port; BindError or tls.TLSError if it cannot. `context`:
+    a listener whose certificate changes (serverTLSBootstrap); else one for the configured or
+    self-signed files."""
     s = host.settings
-    cert, key = await asyncio.to_thread(tls.serving_files, s.server, s.root_dir, s.node_name, host.node_ips)
-    context = tls.server_context(s.server, cert, key, s.authn.client_ca_file)
+    cert = "from the cluster (serverTLSBootstrap)"
+    if context is None:
+        cert, key = await asyncio.to_thread(tls.serving_files, s.server, s.root_dir, s.node_name, host.node_ips)
+        context = tls.server_context(s.server, cert, key, s.authn.client_ca_file)
     gate = Gate(Authenticator(s.authn, host.review), Authorizer(s.authz, s.node_name, host.review))
     runner = web.AppRunner(routes.build_app(host, gate), access_log=None, handle_signals=False)
     await runner.setup()

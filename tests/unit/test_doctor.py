@@ -150,3 +150,17 @@ def test_the_summary_puts_not_ready_causes_first():
                                     "  - Certificates: serving certificate expired"]
     text = doctor.render(node)
     assert "Agent\n  FAIL  the agent is not running\n" in text
+
+
+def test_with_server_tls_bootstrap_the_serving_certificate_checked_is_the_one_from_the_cluster(tmp_path):
+    settings = Settings()
+    settings.root_dir, settings.cluster.cert_dir = str(tmp_path), str(tmp_path / "pki")
+    settings.server.server_tls_bootstrap = True
+    node = Node(settings, "test")
+    doctor_host.certificates(node)
+    assert node.checks[0].status == WARN and "waits for approval: kubectl get csr" in node.checks[0].title
+    (tmp_path / "pki").mkdir()
+    certificate(tmp_path / "pki" / "kubelet-server-current.pem", "system:node:n1", 365, ("system:nodes",))
+    node = Node(settings, "test")
+    doctor_host.certificates(node)
+    assert node.checks[0].status == OK and "'system:node:n1'" in node.checks[0].title
