@@ -150,7 +150,7 @@ class Agent:
                                   memory_bytes=allocatable_memory_bytes(host_info, s.cluster.eviction_hard))
         # The wake-up path and the runtime cache (made with Parts) come first: everything below wakes pods.
         p.recorder = EventRecorder(p.kube, s.node_name)
-        p.pleg = RelistPLEG(p.cri, p.cache, p.wakeups.wake, time.time)
+        p.pleg = RelistPLEG(p.cri, p.cache, p.wakeups.wake, time.time, s.root_dir)
         p.network = NetworkManager(s.network, p.cri, s.root_dir, s.node_name, p.kube)
         p.health = {"pleg": p.pleg.healthy, "syncloop": self.tasks.alive}
         if p.kube is not None and s.cluster.register_node:
