@@ -9,7 +9,6 @@ Volumes from the API or the pod itself (configMap, secret, downwardAPI, projecte
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import subprocess
 from typing import Any
@@ -19,6 +18,7 @@ from pykubelet.api.quantity import quantity_bytes
 from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.runtime import paths
 from pykubelet.runtime.env import ContainerConfigError
+from pykubelet.util import safe_remove
 
 _HOST_PATH_CHECKS = {
     "Directory": (stat.S_ISDIR, "a directory"),
@@ -132,14 +132,14 @@ def _make_sub_path(volume: str, sub: str) -> None:
 def teardown_volumes(root_dir: str, uid: str) -> None:
     """Unmount the pod's tmpfs volumes (emptyDir, secret...) and remove its directory (hostPath
     data is never touched)."""
-    base = paths.pod_dir(root_dir, uid)
+    safe_remove.check_plain_name(uid)
     volumes = paths.volumes_dir(root_dir, uid)
     for plugin in os.listdir(volumes) if os.path.isdir(volumes) else []:
         for name in os.listdir(os.path.join(volumes, plugin)):
             path = os.path.join(volumes, plugin, name)
             if _mounted(path):
                 subprocess.run(["umount", path], check=False, capture_output=True)
-    shutil.rmtree(base, ignore_errors=True)
+    safe_remove.remove_child_dir(paths.pods_dir(root_dir), uid)  # never into a mount, nor outside pods/
 
 
 def remove_orphaned_pod_dirs(root_dir: str, keep: set[str]) -> list[str]:
