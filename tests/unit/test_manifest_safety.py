@@ -32,7 +32,7 @@ def alias_bomb(levels: int = 9) -> str:
     lines = ['l0: &l0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
     for i in range(1, levels):
         lines.append(f"l{i}: &l{i} [{','.join([f'*l{i - 1}'] * 9)}]")
-    return textwrap.dedent(f"""\
+    return textwrap.dedent("""\
         apiVersion: v1
         kind: Pod
         metadata:
