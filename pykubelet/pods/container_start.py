@@ -19,7 +19,7 @@ from pykubelet.kube.events import NORMAL, WARNING, EventRecorder, pod_ref
 from pykubelet.kube.objects import NotSynced, ObjectNotFound
 from pykubelet.pods.history import PodHistory
 from pykubelet.probes.hooks import run_hook
-from pykubelet.runtime import podfiles, security, specs
+from pykubelet.runtime import data_dirs, podfiles, security, specs
 from pykubelet.runtime.env import ContainerConfigError, EnvSources
 from pykubelet.runtime.images import IMAGE_PULL_BACKOFF, ImageError, ImageManager
 from pykubelet.runtime.service import Runtime
@@ -157,7 +157,7 @@ class ContainerStarter:
         self.history.image_ready(pod, name, container.image, pulled[0] if pulled else None)
         os.makedirs(os.path.join(sandbox_config.log_directory, name), mode=0o755, exist_ok=True)
         try:
-            volumes = await asyncio.to_thread(local_volumes.setup_volumes, self.node.root_dir, pod)
+            volumes = await asyncio.to_thread(self._local_volumes, pod)
             projected = api_volumes.volume_paths(self.node.root_dir, pod)
             mounts = local_volumes.container_mounts(pod, container, {**volumes, **projected}, set(projected))
             mounts += await asyncio.to_thread(self._pod_file_mounts, pod, container, pod_ip)
@@ -227,6 +227,11 @@ class ContainerStarter:
                 result.waiting[name] = (POST_START_HOOK_ERROR, message)
                 self.history.container_failed(pod, name, POST_START_HOOK_ERROR, message, None)
         return True
+
+    def _local_volumes(self, pod: Pod) -> dict[str, str]:
+        """The pod's directories (0750, before anything below them), then its emptyDir and hostPath volumes."""
+        data_dirs.ensure_pod_dirs(self.node.root_dir, pod.uid)
+        return local_volumes.setup_volumes(self.node.root_dir, pod)
 
     def _pod_file_mounts(self, pod: Pod, container: Container, pod_ip: str) -> list[api.Mount]:
         """The managed /etc/hosts and this instance's termination-message file."""

@@ -18,7 +18,7 @@ from pykubelet.pods.container_start import ContainerStarter, SyncResult
 from pykubelet.pods.history import PodHistory
 from pykubelet.pods.kill import PodKiller
 from pykubelet.pods.podstatus import CONTAINER_CREATING
-from pykubelet.runtime import cgroups, data_dirs, resources, specs
+from pykubelet.runtime import cgroups, resources, specs
 from pykubelet.runtime.images import ImageManager
 from pykubelet.runtime.service import Runtime
 from pykubelet.runtime.state import PodRuntimeState, SandboxState, pod_ip as the_pod_ip
@@ -122,10 +122,6 @@ class PodSyncer:
         Like the kubelet's volume manager, containers start only once every volume was set up;
         a later failure (an object deleted, say) keeps the last content and is only reported.
         """
-        try:  # the pod's own directories first, 0750, so nothing of the pod is ever readable by others
-            await asyncio.to_thread(data_dirs.ensure_pod_dirs, self.node.root_dir, pod.uid)
-        except OSError as e:
-            log.warning("Could not make the pod's directories", pod=pod.full_name, err=str(e))
         failed = await self.api_volumes.setup(pod)
         paths = api_volumes.volume_paths(self.node.root_dir, pod)
         for name, message in failed.items():

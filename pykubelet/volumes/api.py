@@ -62,7 +62,7 @@ def is_set_up(path: str) -> bool:
 
 
 def _write(path: str, payload: dict[str, FileProjection], in_memory: bool, fs_group: int | None) -> None:
-    data_dirs.make_dir(os.path.dirname(path))  # the plugin's directory, 0750 like the pod's
+    data_dirs.make_dir(os.path.dirname(path))  # the plugin's directory, and the pod's if missing: 0750
     os.makedirs(path, exist_ok=True)
     if in_memory and not os.path.ismount(path):
         subprocess.run(["mount", "-t", "tmpfs", "tmpfs", path], check=True, capture_output=True)
