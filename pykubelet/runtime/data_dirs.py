@@ -33,7 +33,7 @@ def make_dir(path: str, mode: int = DIR_MODE) -> None:
 
 def _restrict(path: str, mode: int) -> None:
     """Take away any permission beyond `mode` (a directory an older agent made 0755)."""
-    current = stat.S_IMODE(os.lstat(path).st_mode)
+    current = stat.S_IMODE(os.stat(path).st_mode)
     if current & ~mode:
         os.chmod(path, current & mode)
 

@@ -10,12 +10,13 @@ directories above it stay, and the caller hears that the removal was incomplete.
 
 from __future__ import annotations
 
-import errno
 import os
 import re
+import secrets
 import stat
 
 MOUNTINFO = "/proc/self/mountinfo"
+MAX_DEPTH = 64  # directory levels walked at once; deeper ones are moved up (see _remove_tree)
 _OCTAL = re.compile(r"\\([0-7]{3})")
 
 
@@ -48,66 +49,92 @@ def remove_child_dir(parent: str, name: str) -> bool:
     """Remove parent/name and everything under it on the same mount; True when it is gone.
 
     parent/name itself being a symlink or a plain file: only that entry goes. Nothing is removed
-    through a symlink, and nothing on (or above) a mount point inside it.
+    through a symlink, and nothing on (or above) a mount point inside it. Whatever cannot be
+    removed (a mount, an immutable file) stays, and the answer is False: this never raises for it.
     """
     check_plain_name(name)
     parent = os.path.realpath(parent)
     path = os.path.join(parent, name)
-    mounts = mount_points_under(path)
-    if path in mounts:
-        return False
     try:
         parent_fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except FileNotFoundError:
         return True
+    except OSError:
+        return False
     try:
-        try:
-            st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
-        except FileNotFoundError:
-            return True
+        st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
         if not stat.S_ISDIR(st.st_mode):
             os.unlink(name, dir_fd=parent_fd)
             return True
-        if st.st_dev != os.fstat(parent_fd).st_dev:
+        if st.st_dev != os.fstat(parent_fd).st_dev or path in mount_points_under(path):
             return False
-        return _remove_tree(parent_fd, name, path, st.st_dev, mounts)
+        return _remove_tree(parent_fd, name, path, st.st_dev)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
     finally:
         os.close(parent_fd)
 
 
-def _remove_tree(parent_fd: int, name: str, path: str, device: int, mounts: set[str]) -> bool:
-    """Remove the directory `name` in parent_fd (at `path`); False if something had to stay."""
+def _open_dir(name: str, dir_fd: int) -> int:
+    return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+
+
+def _remove_tree(parent_fd: int, name: str, path: str, device: int) -> bool:
+    """Remove the directory `name` in parent_fd (at `path`); False if something had to stay.
+
+    A pod can nest directories without limit. Rather than hold a file descriptor (and a stack
+    frame) per level, directories deeper than MAX_DEPTH are moved up to the top and removed in
+    another pass."""
+    fd = _open_dir(name, parent_fd)
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
-    except FileNotFoundError:
-        return True
-    complete = True
-    try:
-        if os.fstat(fd).st_dev != device or path in mounts:
+        if os.fstat(fd).st_dev != device:
             return False
-        for entry in list(os.scandir(fd)):
-            child = os.path.join(path, entry.name)
-            st = entry.stat(follow_symlinks=False)
-            if stat.S_ISDIR(st.st_mode):
-                if st.st_dev != device or child in mounts:
-                    complete = False
-                    continue
-                complete = _remove_tree(fd, entry.name, child, device, mounts) and complete
-            else:
-                try:
-                    os.unlink(entry.name, dir_fd=fd)
-                except FileNotFoundError:
-                    pass
+        while True:
+            mounts = mount_points_under(path)  # again each pass: a moved directory's mounts moved with it
+            complete, moved = _empty(fd, path, device, mounts, fd, 1)
+            if not moved:
+                break
     finally:
         os.close(fd)
     if not complete:
         return False
-    try:
-        os.rmdir(name, dir_fd=parent_fd)
-    except FileNotFoundError:
-        pass
-    except OSError as e:
-        if e.errno in (errno.EBUSY, errno.ENOTEMPTY):  # a mount appeared, or a file arrived meanwhile
-            return False
-        raise
+    os.rmdir(name, dir_fd=parent_fd)  # EBUSY/ENOTEMPTY (a mount or a file arrived meanwhile): False above
     return True
+
+
+def _empty(fd: int, path: str, device: int, mounts: set[str], top_fd: int, depth: int) -> tuple[bool, bool]:
+    """Remove what is in the directory open at `fd`: (nothing had to stay, something was moved up)."""
+    complete, moved = True, False
+    for entry in list(os.scandir(fd)):
+        child = os.path.join(path, entry.name)
+        try:
+            st = entry.stat(follow_symlinks=False)
+            if not stat.S_ISDIR(st.st_mode):
+                os.unlink(entry.name, dir_fd=fd)
+                continue
+            if st.st_dev != device or child in mounts:
+                complete = False
+                continue
+            if depth >= MAX_DEPTH:
+                os.rename(entry.name, f"..deep-{secrets.token_hex(8)}", src_dir_fd=fd, dst_dir_fd=top_fd)
+                moved = True
+                continue
+            child_fd = _open_dir(entry.name, fd)
+            try:
+                if os.fstat(child_fd).st_dev != device:
+                    complete = False
+                    continue
+                child_complete, child_moved = _empty(child_fd, child, device, mounts, top_fd, depth + 1)
+            finally:
+                os.close(child_fd)
+            moved |= child_moved
+            if child_complete:
+                os.rmdir(entry.name, dir_fd=fd)
+            complete &= child_complete
+        except FileNotFoundError:
+            continue
+        except OSError:
+            complete = False
+    return complete, moved

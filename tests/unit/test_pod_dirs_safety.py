@@ -124,3 +124,20 @@ def test_removal_never_enters_another_filesystem(tmp_path):
         subprocess.run(["umount", str(mounted)], check=True)
     assert safe_remove.remove_child_dir(str(pods), "u1")
     assert not (pods / "u1").exists()
+
+
+def test_directories_nested_deeper_than_any_stack_are_removed(tmp_path):
+    # A pod can nest directories in an emptyDir without limit; removal must neither recurse
+    # that deep nor hold a file descriptor per level.
+    pods = tmp_path / "pods"
+    fd = os.open(tmp_path, os.O_RDONLY)
+    for name in ("pods", "u1", *(["d"] * 1200)):  # past Python's recursion limit
+        os.mkdir(name, dir_fd=fd)
+        child = os.open(name, os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    with open(os.open("leaf", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd), "w") as f:
+        f.write("deep")
+    os.close(fd)
+    assert safe_remove.remove_child_dir(str(pods), "u1")
+    assert os.listdir(pods) == []
