@@ -78,7 +78,7 @@ class ClientCertificateRotation:
                 key = new_key()
                 certificate = await request_certificate(self.kube, csr_pem(key, self.node_name),
                                                         wait_seconds=CSR_WAIT_SECONDS)
-                path = self.store.save(certificate, key_pem_of(key))
+                path = await asyncio.to_thread(self.store.save, certificate, key_pem_of(key))  # fsyncs
                 await self.kube.reload_credentials()
                 self.rotations += 1
                 log.info("Client certificate rotated", file=path, node=self.node_name)
