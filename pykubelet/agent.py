@@ -43,6 +43,7 @@ from pykubelet.probes.manager import ProbeManager
 from pykubelet.runtime.dns import ClusterDNS
 from pykubelet.runtime.images import ImageManager
 from pykubelet.runtime.cgroups import kubepods_under
+from pykubelet.runtime.data_dirs import setup_data_dirs
 from pykubelet.runtime.specs import NodeFacts
 from pykubelet.server import local
 from pykubelet.server.stats import IMAGEFS_DIR
@@ -145,12 +146,13 @@ class Agent:
                  node=s.node_name, apiserver=p.kube.host if p.kube else "none (standalone)")
         await self._check_cgroup_driver(p.cri)
         p.node_ip = s.cluster.node_ip or await default_route_ip()
+        setup_data_dirs(s.root_dir, s.pods.pod_logs_dir)  # 0750, before anything is written below them
         host_info = read_host_info(s.root_dir)
         allocatable = Allocatable(pods=s.pods.max_pods, cpu_millis=host_info.cpus * 1000,
                                   memory_bytes=allocatable_memory_bytes(host_info, s.cluster.eviction_hard))
         # The wake-up path and the runtime cache (made with Parts) come first: everything below wakes pods.
         p.recorder = EventRecorder(p.kube, s.node_name)
-        p.pleg = RelistPLEG(p.cri, p.cache, p.wakeups.wake, time.time)
+        p.pleg = RelistPLEG(p.cri, p.cache, p.wakeups.wake, time.time, s.root_dir)
         p.network = NetworkManager(s.network, p.cri, s.root_dir, s.node_name, p.kube)
         p.health = {"pleg": p.pleg.healthy, "syncloop": self.tasks.alive}
         if p.kube is not None and s.cluster.register_node:

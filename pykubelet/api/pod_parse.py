@@ -21,6 +21,9 @@ from pykubelet.api.quantity import cpu_millis, quantity_bytes
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+# A UID names the pod's directories (pods/<uid>, the log directory, the cgroup), so it must be one
+# plain path component: API UIDs are UUIDs and static pods' are hex, both well inside this form.
+_UID = re.compile(r"^[A-Za-z0-9][-A-Za-z0-9_.]{0,127}$")
 
 
 def _parse_port(r: _Reader, raw: Any, path: str) -> ContainerPort | None:
@@ -179,6 +182,10 @@ def parse_pod(raw: Any, where: str) -> Pod:
     namespace = r.string(meta, "namespace", "metadata") or "default"
     if not _DNS1123_LABEL.match(namespace):
         r.fail("metadata.namespace", f"Invalid value: {namespace!r}: must be a lowercase RFC 1123 label")
+    uid = r.string(meta, "uid", "metadata")
+    if uid and not _UID.match(uid):
+        r.fail("metadata.uid", f"Invalid value: {uid!r}: must be at most 128 letters, digits, '-', '_' or '.', "
+                               "starting with a letter or digit (it names the pod's directories)")
     spec = r.mapping(raw.get("spec"), "spec")
     raw_containers = r.items(spec.get("containers"), "spec.containers")
     if not raw_containers and "spec.containers" not in {e.path for e in r.errors}:
@@ -200,7 +207,7 @@ def parse_pod(raw: Any, where: str) -> Pod:
     pod = Pod(
         name=name,
         namespace=namespace,
-        uid=r.string(meta, "uid", "metadata"),
+        uid=uid,
         containers=tuple(c for c in containers if c),
         init_containers=tuple(c for c in init_containers if c),
         ephemeral_containers=tuple(c for c in ephemerals if c),

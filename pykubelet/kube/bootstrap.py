@@ -32,6 +32,7 @@ from pykubelet.kube.certstore import CertificateError, CertStore, Pair, key_pem_
 from pykubelet.kube.client import KubeClient
 from pykubelet.kube.csr import (CSRDenied, CSRTimeout, bootstrap_csr_name, csr_pem, new_key, request_certificate)
 from pykubelet.kube.kubeconfig import Kubeconfig, KubeconfigError, read_kubeconfig, write_node_kubeconfig
+from pykubelet.util import durable
 from pykubelet.util.log import get_logger
 
 log = get_logger(__name__)
@@ -156,10 +157,7 @@ def _pending_key(store: CertStore) -> ec.EllipticCurvePrivateKey:
         pass
     key = new_key()
     os.makedirs(store.directory, mode=0o700, exist_ok=True)
-    fd = os.open(f"{path}.new", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(key_pem_of(key))
-    os.replace(f"{path}.new", path)
+    durable.write_file(path, key_pem_of(key), 0o600)
     return key
 
 

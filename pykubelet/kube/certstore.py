@@ -18,6 +18,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+from pykubelet.util import durable
+
 PREFIX = "kubelet-client"
 
 
@@ -93,13 +95,11 @@ class CertStore:
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d-%H-%M-%S")
         name = f"{self.prefix}-{stamp}.pem"
         path = os.path.join(self.directory, name)
-        fd = os.open(f"{path}.tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(cert_pem.rstrip(b"\n") + b"\n" + pair.key_pem)
-        os.replace(f"{path}.tmp", path)
+        # Synced before the link moves to it: a power loss never leaves a torn current pair.
+        durable.write_file(path, cert_pem.rstrip(b"\n") + b"\n" + pair.key_pem, 0o600)
         updated = os.path.join(self.directory, f"{self.prefix}-updated.pem")
         if os.path.lexists(updated):
             os.unlink(updated)
         os.symlink(name, updated)  # relative: the directory can move (a chroot, a bind mount)
-        os.replace(updated, self.current_path)
+        durable.replace(updated, self.current_path)
         return path

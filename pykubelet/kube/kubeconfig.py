@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from pykubelet.util import durable
 from pykubelet.util.yamlfile import read_yaml
 
 
@@ -109,8 +110,4 @@ def write_node_kubeconfig(path: str, bootstrap: Kubeconfig, client_pem_path: str
         "current-context": "default-context",
     }
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = f"{path}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        yaml.safe_dump(doc, f, sort_keys=False)
-    os.replace(tmp, path)
+    durable.write_file(path, yaml.safe_dump(doc, sort_keys=False).encode(), 0o600)

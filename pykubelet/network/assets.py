@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pykubelet.util import durable
+
 SHIM_NAME = "pykubelet-cni"
 CONFLIST_NAME = "10-pykubelet.conflist"  # the same file in both modes, so switching modes replaces it
 
@@ -50,11 +52,7 @@ def write_atomically(path: str, data: bytes, mode: int = 0o644) -> bool:
     except FileNotFoundError:
         pass
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
+    durable.write_file(path, data, mode)
     return True
 
 

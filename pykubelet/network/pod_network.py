@@ -65,9 +65,10 @@ class AgentPodNetwork:
         # The capability args (portMappings) too: portmap's DEL removes the hostPort rules only
         # when it is told the mappings again, and a leftover released after a restart has no
         # containerd request to take them from.
-        self.records.save(att.container_id, {"netns": att.netns, "ifname": att.ifname, "args": dict(att.args),
-                                             "capability_args": dict(att.capability_args),
-                                             "result": result.to_dict()})
+        # Written durably (fsync): in a thread, never holding up the event loop on the disk.
+        await asyncio.to_thread(self.records.save, att.container_id, {
+            "netns": att.netns, "ifname": att.ifname, "args": dict(att.args),
+            "capability_args": dict(att.capability_args), "result": result.to_dict()})
         ip = result.ip_of(att.ifname)
         log.info("Pod network attached", container=att.container_id[:13], pod=_pod_of(att),
                  ip=str(ip.address.ip) if ip else "")

@@ -34,8 +34,9 @@ Listing = frozenset[tuple[str, int]]  # one pod's {(object id, state)}
 
 class RelistPLEG:
     def __init__(self, runtime: Runtime, cache: RuntimeCache, wake: Callable[[str], None],
-                 clock: Callable[[], float], period: float = RELIST_SECONDS):
+                 clock: Callable[[], float], root_dir: str, period: float = RELIST_SECONDS):
         self.runtime = runtime
+        self.root_dir = root_dir  # where the pods' termination-message files are
         self.cache = cache
         self.wake = wake  # the pod workers' one wake-up path (pods/wakeups.py)
         self.clock = clock
@@ -69,7 +70,7 @@ class RelistPLEG:
         changed = [uid for uid in listings.keys() | self._listings.keys()
                    if listings.get(uid) != self._listings.get(uid)]
         states: dict[str, PodRuntimeState] = {uid: self.cache.get(uid) for uid in listings}
-        inspected = await asyncio.gather(*(inspect_pod(self.runtime, uid, *by_uid[uid])
+        inspected = await asyncio.gather(*(inspect_pod(self.runtime, uid, *by_uid[uid], self.root_dir)
                                            for uid in changed if uid in by_uid), return_exceptions=True)
         for state in inspected:
             if isinstance(state, BaseException):

@@ -19,7 +19,7 @@ from pykubelet.kube.events import NORMAL, WARNING, EventRecorder, pod_ref
 from pykubelet.kube.objects import NotSynced, ObjectNotFound
 from pykubelet.pods.history import PodHistory
 from pykubelet.probes.hooks import run_hook
-from pykubelet.runtime import podfiles, security, specs
+from pykubelet.runtime import data_dirs, podfiles, security, specs
 from pykubelet.runtime.env import ContainerConfigError, EnvSources
 from pykubelet.runtime.images import IMAGE_PULL_BACKOFF, ImageError, ImageManager
 from pykubelet.runtime.service import Runtime
@@ -158,7 +158,7 @@ class ContainerStarter:
         os.makedirs(os.path.join(sandbox_config.log_directory, name), mode=0o755, exist_ok=True)
         try:
             env_sources = await self._env_sources(pod, container)
-            volumes = await asyncio.to_thread(local_volumes.setup_volumes, self.node.root_dir, pod)
+            volumes = await asyncio.to_thread(self._local_volumes, pod)
             projected = api_volumes.volume_paths(self.node.root_dir, pod)
             env = (dict(specs.container_env_of(pod, container, self.node, pod_ip, env_sources))
                    if any(m.sub_path_expr for m in container.volume_mounts) else {})
@@ -230,6 +230,11 @@ class ContainerStarter:
                 result.waiting[name] = (POST_START_HOOK_ERROR, message)
                 self.history.container_failed(pod, name, POST_START_HOOK_ERROR, message, None)
         return True
+
+    def _local_volumes(self, pod: Pod) -> dict[str, str]:
+        """The pod's directories (0750, before anything below them), then its emptyDir and hostPath volumes."""
+        data_dirs.ensure_pod_dirs(self.node.root_dir, pod.uid)
+        return local_volumes.setup_volumes(self.node.root_dir, pod)
 
     def _pod_file_mounts(self, pod: Pod, container: Container, pod_ip: str) -> list[api.Mount]:
         """The managed /etc/hosts and this instance's termination-message file."""

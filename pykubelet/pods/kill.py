@@ -10,18 +10,18 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 
 from pykubelet.api.pod import Pod
 from pykubelet.kube.events import NORMAL, WARNING, EventRecorder, pod_ref
 from pykubelet.pods.history import PodHistory
 from pykubelet.probes.hooks import run_hook
-from pykubelet.runtime import cgroups, gc, paths, specs
+from pykubelet.runtime import cgroups, data_dirs, gc, specs
 from pykubelet.runtime.service import Runtime
 from pykubelet.runtime.state import ContainerState, PodRuntimeState
 from pykubelet.util.backoff import Backoff
 from pykubelet.volumes import api as api_volumes
 from pykubelet.volumes import local as local_volumes
+from pykubelet.util import safe_remove
 from pykubelet.util.log import get_logger
 
 log = get_logger(__name__)
@@ -150,6 +150,16 @@ class PodKiller:
             except FileNotFoundError:
                 pass
 
+    def _remove_pod_dirs(self, namespace: str, name: str, uid: str) -> None:
+        """The pod's log directory, then its volumes and directory; only ever those directories
+        (a UID from an older agent's runtime labels is not trusted to be a plain name)."""
+        try:
+            if name:
+                data_dirs.remove_pod_log_dir(self.node.pod_logs_dir, namespace, name, uid)
+            local_volumes.teardown_volumes(self.node.root_dir, uid)
+        except safe_remove.UnsafeName as e:
+            log.error("Not removing the files of a pod with an unsafe UID", pod=f"{namespace}/{name}", err=str(e))
+
     async def terminate(self, pod: Pod | None, state: PodRuntimeState, grace: int) -> None:
         """Stop and remove everything of a pod that is gone (`pod` None: an orphan the runtime
         held), then its log directory, volumes and cgroups."""
@@ -160,10 +170,8 @@ class PodKiller:
             await self._remove_container(c)
         for s in state.sandboxes:
             await self.cri.remove_pod_sandbox(s.id)
-        if name:
-            shutil.rmtree(paths.pod_log_dir(self.node.pod_logs_dir, namespace, name, uid), ignore_errors=True)
         self.api_volumes.forget(uid)
-        await asyncio.to_thread(local_volumes.teardown_volumes, self.node.root_dir, uid)
+        await asyncio.to_thread(self._remove_pod_dirs, namespace, name, uid)
         await asyncio.to_thread(cgroups.remove_pod_cgroups, uid, self.node.cgroup_root, self.node.kubepods)
         for backoff in self.backoffs:
             backoff.forget(uid)

@@ -51,9 +51,13 @@ def termination_message_dir(root_dir: str, uid: str, container: str) -> str:
     return os.path.join(pod_dir(root_dir, uid), "containers", container)
 
 
+def pod_log_dir_name(namespace: str, name: str, uid: str) -> str:
+    """<namespace>_<name>_<uid>: a pod's directory in the pod logs dir, the layout log collectors expect."""
+    return f"{namespace}_{name}_{uid}"
+
+
 def pod_log_dir(logs_root: str, namespace: str, name: str, uid: str) -> str:
-    """<pod-logs-dir>/<namespace>_<name>_<uid>, the layout log collectors expect."""
-    return os.path.join(logs_root, f"{namespace}_{name}_{uid}")
+    return os.path.join(logs_root, pod_log_dir_name(namespace, name, uid))
 
 
 def container_log_path(container_name: str, restart_count: int) -> str:

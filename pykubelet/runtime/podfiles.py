@@ -10,11 +10,12 @@ import secrets
 
 from pykubelet.api.pod import DEFAULT_TERMINATION_MESSAGE_PATH, Container, Pod
 from pykubelet.cri.v1 import api_pb2 as api
-from pykubelet.runtime import paths
+from pykubelet.runtime import data_dirs, paths
 
 ETC_HOSTS = "/etc/hosts"
 MANAGED_HOSTS_HEADER = "# Kubernetes-managed hosts file.\n"
 MANAGED_HOSTS_HEADER_HOST_NETWORK = "# Kubernetes-managed hosts file (host network).\n"
+TERMINATION_MESSAGE_FILE_MODE = 0o666
 
 
 def _aliases(host_aliases: list[tuple[str, list[str]]]) -> str:
@@ -41,7 +42,7 @@ def host_network_hosts(node_hosts: str, host_aliases: list[tuple[str, list[str]]
 
 
 def _write(path: str, content: str, mode: int) -> None:
-    os.makedirs(os.path.dirname(path), mode=0o750, exist_ok=True)
+    data_dirs.make_dir(os.path.dirname(path))
     with open(path, "w", encoding="utf-8") as f:
         f.write(content)
     os.chmod(path, mode)
@@ -74,6 +75,13 @@ def termination_message_mount(root_dir: str, pod: Pod, container: Container) -> 
 
     A random name per instance, so a restarted container does not see its predecessor's message.
     """
-    path = os.path.join(paths.termination_message_dir(root_dir, pod.uid, container.name), f"{secrets.randbits(32):08x}")
-    _write(path, "", 0o666)
+    directory = paths.termination_message_dir(root_dir, pod.uid, container.name)
+    data_dirs.make_dir(directory)
+    path = os.path.join(directory, f"{secrets.randbits(32):08x}")
+    # A new file of the agent's own, never one that was there: the only file it will read back.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(fd, TERMINATION_MESSAGE_FILE_MODE)  # any container user may write it; past the umask
+    finally:
+        os.close(fd)
     return api.Mount(container_path=termination_message_path(container), host_path=path)

@@ -107,12 +107,9 @@ def pod_ip(host_network: bool, sandbox: SandboxState | None, host_ip: str) -> st
     return sandbox.ip if sandbox is not None and sandbox.ready else ""
 
 
-def _message(status: api.ContainerStatus) -> str:
-    """The runtime's message, then what the container left as its termination message."""
-    return ": ".join(m for m in (status.message, termination_message(status)) if m)
-
-
-def _container_state(status: api.ContainerStatus, sandbox_id: str) -> ContainerState:
+def _container_state(status: api.ContainerStatus, sandbox_id: str, termination: str) -> ContainerState:
+    """`termination`: what the container left as its termination message; it follows the
+    runtime's own message."""
     annotations = status.annotations
     return ContainerState(
         id=status.id,
@@ -125,7 +122,7 @@ def _container_state(status: api.ContainerStatus, sandbox_id: str) -> ContainerS
         finished_at=status.finished_at / NS,
         exit_code=status.exit_code,
         reason=status.reason,
-        message=_message(status),
+        message=": ".join(m for m in (status.message, termination) if m),
         image=status.image.user_specified_image or status.image.image,
         image_ref=status.image_ref,
         sandbox_id=sandbox_id,
@@ -136,9 +133,10 @@ def _container_state(status: api.ContainerStatus, sandbox_id: str) -> ContainerS
 
 
 async def inspect_pod(runtime: Runtime, uid: str, sandboxes: Iterable[api.PodSandbox],
-                      containers: Iterable[api.Container]) -> PodRuntimeState:
+                      containers: Iterable[api.Container], root_dir: str) -> PodRuntimeState:
     """The pod with this UID from its listed sandboxes and containers: the status of each ready
-    sandbox (its IP) and of each container (times, exit code, message), newest first."""
+    sandbox (its IP) and of each container (times, exit code, message), newest first. `root_dir`
+    holds the termination-message files the agent made for the pod's containers."""
     sandboxes, containers = list(sandboxes), list(containers)
 
     async def sandbox(s: api.PodSandbox) -> SandboxState:
@@ -154,9 +152,13 @@ async def inspect_pod(runtime: Runtime, uid: str, sandboxes: Iterable[api.PodSan
 
     async def container(c: api.Container) -> ContainerState | None:
         try:
-            return _container_state((await runtime.container_status(c.id)).status, c.pod_sandbox_id)
+            status = (await runtime.container_status(c.id)).status
         except errors.NotFound:
             return None  # removed between the list and the status call
+        # File I/O, in a thread: the event loop never waits on a disk (or on anything a pod made).
+        message = await asyncio.to_thread(termination_message, status, root_dir, uid) \
+            if status.state == api.CONTAINER_EXITED else ""
+        return _container_state(status, c.pod_sandbox_id, message)
 
     sandbox_states = await asyncio.gather(*(sandbox(s) for s in sandboxes))
     container_states = [c for c in await asyncio.gather(*(container(c) for c in containers)) if c]

@@ -20,6 +20,7 @@ from pykubelet.api.errors import InvalidObject
 from pykubelet.api.pod import Pod, parse_pod
 from pykubelet.api.references import static_pod_api_reference
 from pykubelet.sources.static_naming import apply_static_defaults
+from pykubelet.util import yamlfile
 from pykubelet.util.log import get_logger
 
 log = get_logger(__name__)
@@ -34,13 +35,14 @@ class ManifestError(ValueError):
 def read_manifest(path: str, node_name: str) -> tuple[Pod, str]:
     """The pod in one file, and a digest of the file's bytes (what changes when the file does)."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = yamlfile.read_bytes(path)
     except OSError as e:
         raise ManifestError(f"{path}: cannot read: {e.strerror}") from e
+    except yamlfile.TooLarge as e:
+        raise ManifestError(f"{path}: cannot read: {e}") from e
     try:
         # JSON is YAML, but JSON files get JSON's clearer error messages.
-        docs = [json.loads(data)] if path.endswith(".json") else list(yaml.safe_load_all(data))
+        docs = [json.loads(data)] if path.endswith(".json") else yamlfile.load_all(data)
     except (ValueError, yaml.YAMLError) as e:
         raise ManifestError(f"{path}: not valid {'JSON' if path.endswith('.json') else 'YAML'}: {e}") from e
     docs = [d for d in docs if d is not None]
@@ -116,8 +118,10 @@ class StaticPodSource:
         self._reported = errors
         return list(pods.values()), frozenset(digests)
 
-    def _publish(self) -> None:
-        pods, fingerprint = self.scan()
+    async def _publish(self) -> None:
+        # Reading and parsing the files happens off the event loop: a large or hostile manifest
+        # must not hold up the Lease, the API or other pods.
+        pods, fingerprint = await asyncio.to_thread(self.scan)
         if fingerprint != self._last_fingerprint:
             self._last_fingerprint = fingerprint
             self.on_pods(pods)
@@ -127,7 +131,7 @@ class StaticPodSource:
         if not os.path.exists(self.path):
             log.warning("Static pod path does not exist yet; will keep looking", path=self.path)
         while True:
-            self._publish()
+            await self._publish()
             if not os.path.exists(self.path):
                 await asyncio.sleep(self.rescan_seconds)
                 continue
@@ -136,7 +140,7 @@ class StaticPodSource:
                 async for _ in watchfiles.awatch(
                         self.path, debounce=50, step=20, yield_on_timeout=True,
                         rust_timeout=int(self.rescan_seconds * 1000), recursive=False):
-                    self._publish()
+                    await self._publish()
                     if not os.path.exists(self.path):
                         break
             except (FileNotFoundError, RuntimeError) as e:

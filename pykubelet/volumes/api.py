@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import subprocess
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +23,8 @@ from pykubelet.api.references import referenced_names
 from pykubelet.kube import errors as kube_errors
 from pykubelet.kube.objects import SINGULAR, NotSynced, ObjectCache, ObjectNotFound, ServiceCache
 from pykubelet.kube.tokens import DEFAULT_EXPIRATION_SECONDS, TokenManager
-from pykubelet.runtime import paths, security
+from pykubelet.runtime import data_dirs, paths, security
+from pykubelet.util import safe_remove
 from pykubelet.volumes import subpath
 from pykubelet.volumes.atomic_writer import DATA_DIR, FileProjection, PayloadError, write_atomic
 from pykubelet.volumes.projection import (DEFAULT_MODE, MountError, aggregate, downward_api_payload,
@@ -63,6 +63,7 @@ def is_set_up(path: str) -> bool:
 
 
 def _write(path: str, payload: dict[str, FileProjection], in_memory: bool, fs_group: int | None) -> None:
+    data_dirs.make_dir(os.path.dirname(path))  # the plugin's directory, and the pod's if missing: 0750
     os.makedirs(path, exist_ok=True)
     if in_memory and not os.path.ismount(path):
         subprocess.run(["mount", "-t", "tmpfs", "tmpfs", path], check=True, capture_output=True)
@@ -85,8 +86,7 @@ def _remove(paths: list[str]) -> None:
     for path in paths:
         if os.path.ismount(path):
             subprocess.run(["umount", path], check=False, capture_output=True)
-        if os.path.lexists(path) and not os.path.ismount(path):
-            shutil.rmtree(path, ignore_errors=True)
+        safe_remove.remove_child_dir(os.path.dirname(path), os.path.basename(path))  # still mounted: left
 
 
 class ApiVolumes:

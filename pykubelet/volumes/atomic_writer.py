@@ -64,7 +64,10 @@ def _files_in(directory: str) -> set[str]:
 
 def _file_mode(projection: FileProjection, fs_group: int | None) -> int:
     # With an fsGroup the kubelet makes a read-only volume's files group-readable (SetVolumeOwnership).
-    return projection.mode | 0o440 if fs_group is not None else projection.mode
+    # Never setuid/setgid/sticky: the API allows modes 0-0777 only, and a file the agent writes as
+    # root must not become a setuid program whatever a manifest says.
+    mode = projection.mode & 0o777
+    return mode | 0o440 if fs_group is not None else mode
 
 
 def _unchanged(directory: str, payload: dict[str, FileProjection], fs_group: int | None) -> bool:
@@ -87,10 +90,39 @@ def _top(path: str) -> str:
     return os.path.normpath(path).split("/")[0]
 
 
+def _write_file(full: str, projection: FileProjection, fs_group: int | None) -> None:
+    """A new file with its owner and final mode set before any byte of it is written: a secret
+    is never readable, even for a moment, by anyone its mode does not let in."""
+    fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        if projection.uid is not None or fs_group is not None:
+            os.fchown(fd, -1 if projection.uid is None else projection.uid, -1 if fs_group is None else fs_group)
+        os.fchmod(fd, _file_mode(projection, fs_group))  # after fchown (which may clear bits); past the umask
+        view = memoryview(projection.data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
+def _write_payload(new: str, payload: dict[str, FileProjection], fs_group: int | None) -> None:
+    os.chmod(new, 0o755)
+    for path, projection in payload.items():
+        full = os.path.join(new, path)
+        os.makedirs(os.path.dirname(full), mode=0o755, exist_ok=True)
+        _write_file(full, projection, fs_group)
+    if fs_group is not None:
+        for root, dirs, _ in os.walk(new):
+            for directory in [root, *(os.path.join(root, d) for d in dirs)]:
+                os.chown(directory, -1, fs_group)
+                os.chmod(directory, 0o2755 | 0o550)  # setgid, as SetVolumeOwnership leaves it
+
+
 def write_atomic(target: str, payload: dict[str, FileProjection], fs_group: int | None = None) -> bool:
     """Make `target` show exactly `payload`; False when it already did (nothing written).
 
     `fs_group`: the pod's fsGroup; files and directories then belong to that group, readable by it.
+    A failure (a full disk) leaves `target` as it was: the half-written payload is removed.
     """
     for path in payload:
         validate_path(path)
@@ -102,26 +134,18 @@ def write_atomic(target: str, payload: dict[str, FileProjection], fs_group: int 
         return False
 
     new = tempfile.mkdtemp(prefix=time.strftime("..%Y_%m_%d_%H_%M_%S.", time.gmtime()), dir=target)
-    os.chmod(new, 0o755)
-    for path, projection in payload.items():
-        full = os.path.join(new, path)
-        os.makedirs(os.path.dirname(full), mode=0o755, exist_ok=True)
-        with open(full, "wb") as f:
-            f.write(projection.data)
-        os.chmod(full, _file_mode(projection, fs_group))  # not subject to the umask
-        if projection.uid is not None or fs_group is not None:
-            os.chown(full, -1 if projection.uid is None else projection.uid, -1 if fs_group is None else fs_group)
-    if fs_group is not None:
-        for root, dirs, _ in os.walk(new):
-            for directory in [root, *(os.path.join(root, d) for d in dirs)]:
-                os.chown(directory, -1, fs_group)
-                os.chmod(directory, 0o2755 | 0o550)  # setgid, as SetVolumeOwnership leaves it
-
     link_tmp = os.path.join(target, _DATA_TMP)
-    if os.path.lexists(link_tmp):
-        os.remove(link_tmp)
-    os.symlink(os.path.basename(new), link_tmp)
-    os.rename(link_tmp, os.path.join(target, DATA_DIR))  # the one step readers can observe
+    try:
+        _write_payload(new, payload, fs_group)
+        if os.path.lexists(link_tmp):
+            os.remove(link_tmp)
+        os.symlink(os.path.basename(new), link_tmp)
+        os.rename(link_tmp, os.path.join(target, DATA_DIR))  # the one step readers can observe
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)
+        if os.path.islink(link_tmp):
+            os.remove(link_tmp)
+        raise
 
     visible = {_top(p) for p in payload}
     for name in visible:

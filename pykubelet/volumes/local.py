@@ -9,7 +9,6 @@ Volumes from the API or the pod itself (configMap, secret, downwardAPI, projecte
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import subprocess
 from typing import Any
@@ -19,7 +18,9 @@ from pykubelet.api.quantity import quantity_bytes
 from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.runtime import paths
 from pykubelet.runtime.env import ContainerConfigError, expand_required
+from pykubelet.util import safe_remove
 from pykubelet.util.log import get_logger
+from pykubelet.util.mounts import mount_points_under
 from pykubelet.volumes import subpath
 
 log = get_logger(__name__)
@@ -127,7 +128,7 @@ def teardown_volumes(root_dir: str, uid: str) -> bool:
 
     While anything under the directory is still mounted it stays, for the next try: removing
     it would reach through the mount into a volume's or the host's files."""
-    base = paths.pod_dir(root_dir, uid)
+    safe_remove.check_plain_name(uid)
     subpath.clean_sub_paths(root_dir, uid)
     volumes = paths.volumes_dir(root_dir, uid)
     for plugin in os.listdir(volumes) if os.path.isdir(volumes) else []:
@@ -135,13 +136,11 @@ def teardown_volumes(root_dir: str, uid: str) -> bool:
             path = os.path.join(volumes, plugin, name)
             if _mounted(path):
                 subprocess.run(["umount", path], check=False, capture_output=True)
-    prefix = os.path.realpath(base) + os.sep
-    still_mounted = sorted(p for p in subpath.mount_points() if p.startswith(prefix))
+    still_mounted = sorted(mount_points_under(os.path.realpath(paths.pod_dir(root_dir, uid))))
     if still_mounted:
         log.error("Pod directory kept: something under it is still mounted", pod=uid, mounts=still_mounted)
         return False
-    shutil.rmtree(base, ignore_errors=True)
-    return not os.path.lexists(base)
+    return safe_remove.remove_child_dir(paths.pods_dir(root_dir), uid)  # never into a mount, nor outside pods/
 
 
 def remove_orphaned_pod_dirs(root_dir: str, keep: set[str]) -> list[str]:

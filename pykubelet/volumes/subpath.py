@@ -15,7 +15,6 @@ with them (clean_sub_paths). Blocking calls throughout: run in a thread.
 from __future__ import annotations
 
 import os
-import re
 import stat
 import subprocess
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from pykubelet.runtime import paths
 from pykubelet.runtime.env import ContainerConfigError
 from pykubelet.util.log import get_logger
+from pykubelet.util.mounts import is_mount_point
 from pykubelet.volumes.safe_open import UnsafePath, safe_make_dir, safe_open, within_base
 
 log = get_logger(__name__)
@@ -187,18 +187,3 @@ def _remove_empty(directory: str) -> None:
         os.rmdir(directory)
     except OSError:
         pass  # not empty (something failed to go) or already gone
-
-
-_ESCAPE = re.compile(r"\\([0-7]{3})")
-
-
-def mount_points() -> set[str]:
-    """Every mount point of this mount namespace (/proc/self/mountinfo, its escapes decoded)."""
-    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
-        return {_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), line.split(" ")[4]) for line in f}
-
-
-def is_mount_point(path: str) -> bool:
-    """Whether `path` is a mount point, bind mounts of the same filesystem included (which
-    os.path.ismount misses: same device, and for a file no parent inode to compare)."""
-    return os.path.realpath(path) in mount_points()

@@ -158,6 +158,11 @@ async def test_secrets_env_env_from_and_service_links(node_agent, namespace):
     # Secrets live on a tmpfs, unmounted when the pod goes.
     host = volume_dir(node_agent, p, "kubernetes.io~secret", "db")
     assert os.path.ismount(host)
+    # Other local users get nowhere near it: the pods dir and the pod's own are 0750, root's.
+    for directory in (host.parents[3], host.parents[2], host.parents[1]):  # pods/, pods/<uid>, volumes/
+        assert stat.S_IMODE(os.stat(directory).st_mode) == 0o750, directory
+    data = host / os.readlink(host / "..data")
+    assert stat.S_IMODE(os.stat(data / "password").st_mode) == 0o644  # the API's defaultMode, set from the start
     kubectl("delete", "pod", "envy", "-n", namespace, "--wait=false")
     await wait_for(lambda: not host.exists(), 60, "the secret volume to be removed", describe=node_agent.describe)
     assert str(host) not in pathlib.Path("/proc/mounts").read_text()

@@ -26,6 +26,7 @@ from pykubelet.config.options import OPTIONS
 from pykubelet.pods.admission import Allocatable, admit
 from pykubelet.runtime.resources import linux_resources, pod_cgroup_resources, qos_class
 from pykubelet.sources.static_files import ManifestError, read_manifest
+from pykubelet.util.safe_remove import check_plain_name
 
 # CI runs a fixed sample (derandomized: the same 300 inputs every run, so it never flakes);
 # `HYPOTHESIS_PROFILE=soak` explores afresh with many more (make soak).
@@ -161,6 +162,26 @@ def test_any_manifest_file_is_a_pod_or_a_manifest_error_naming_the_file(data, na
             read_manifest(str(path), "node1")
         except ManifestError as e:
             assert str(path) in str(e)
+
+
+@given(st.one_of(st.text(max_size=40), st.sampled_from(["..", ".", "../../x", "/x", "a/../b", "x/", "\x00"])),
+       st.sampled_from(["metadata.uid", "spec.volumes[0].name"]))
+def test_a_pod_that_parses_names_its_directories_with_plain_names_only(value, field):
+    # The UID and the volume names become directory names under the root dir: whatever a manifest
+    # puts there, a pod that parses can never make the agent write or remove outside them.
+    doc = copy.deepcopy(RICH_POD)
+    if field == "metadata.uid":
+        doc["metadata"]["uid"] = value
+    else:
+        doc["spec"]["volumes"][0]["name"] = value
+    try:
+        pod = parse_pod(doc, where="fuzz")
+    except InvalidObject as e:
+        assert any(err.path == field or err.path.startswith("spec.containers") for err in e.errors), e
+        return
+    # An empty UID parses (static pods are given one from their content, API pods have theirs).
+    for name in ((pod.uid,) if pod.uid else ()) + tuple(v.name for v in pod.volumes):
+        check_plain_name(name)
 
 
 CONFIG_FIELDS = sorted(o.field for o in OPTIONS if o.field)

@@ -11,6 +11,7 @@ import pytest
 
 from pykubelet.api.pod import parse_pod
 from pykubelet.runtime.env import ContainerConfigError
+from pykubelet.util import mounts
 from pykubelet.volumes import subpath
 from pykubelet.volumes.local import container_mounts, teardown_volumes
 from pykubelet.volumes.safe_open import UnsafePath, safe_make_dir, safe_open
@@ -58,7 +59,7 @@ def test_a_symlink_to_the_host_is_refused_without_naming_host_paths(node):
     (volume / "x").symlink_to(host)
     message = user_error(root, volume, "x")
     assert message == 'failed to prepare subPath for volumeMount "v" of container "c"'
-    assert not subpath.mount_points() & {str(p) for p in root.rglob("*")}
+    assert not mounts.mount_points() & {str(p) for p in root.rglob("*")}
 
 
 def test_a_nul_byte_is_a_config_error_not_a_crash(node):
@@ -88,7 +89,7 @@ def test_a_directory_is_bind_mounted_into_volume_subpaths_and_reused(node):
     (volume / "d" / "data").write_text("in-d\n")
     target = mount(root, volume, "d", index=2)
     assert target == str(root / "pods" / UID / "volume-subpaths" / "v" / "c" / "2")
-    assert subpath.is_mount_point(target) and os.stat(os.path.dirname(target)).st_mode & 0o777 == 0o750
+    assert mounts.is_mount_point(target) and os.stat(os.path.dirname(target)).st_mode & 0o777 == 0o750
     assert (pathlib.Path(target) / "data").read_text() == "in-d\n"
     assert mount(root, volume, "d", index=2) == target  # the same file: the bind is kept
     assert sum(p == target for p in _mount_lines()) == 1
@@ -112,7 +113,7 @@ def test_a_file_and_a_fifo_get_a_file_as_mount_point(node):
     target = mount(root, volume, "file", index=0)
     assert pathlib.Path(target).read_text() == "a file\n"
     fifo_target = mount(root, volume, "fifo", index=1)  # no open: a FIFO must not block us
-    assert pathlib.Path(fifo_target).is_fifo() and subpath.is_mount_point(fifo_target)
+    assert pathlib.Path(fifo_target).is_fifo() and mounts.is_mount_point(fifo_target)
 
 
 def test_a_missing_sub_path_is_made_with_the_volumes_mode_whatever_the_umask(node):
@@ -170,7 +171,7 @@ def test_teardown_unmounts_the_binds_without_touching_what_they_show(node):
     (volume / "d" / "keep").write_text("volume data\n")
     target = mount(root, volume, "d")
     assert teardown_volumes(str(root), UID)
-    assert not subpath.is_mount_point(target) and not (root / "pods" / UID).exists()
+    assert not mounts.is_mount_point(target) and not (root / "pods" / UID).exists()
     assert (volume / "d" / "keep").read_text() == "volume data\n"
 
 
@@ -181,7 +182,7 @@ def test_teardown_keeps_a_pod_dir_while_something_under_it_stays_mounted(node, m
     target = mount(root, volume, "d")
     monkeypatch.setattr(subpath, "_unmount", lambda path: (_ for _ in ()).throw(OSError("busy")))
     assert not teardown_volumes(str(root), UID)
-    assert subpath.is_mount_point(target) and (volume / "d" / "keep").exists()
+    assert mounts.is_mount_point(target) and (volume / "d" / "keep").exists()
 
 
 def test_sub_path_expr_is_expanded_with_the_containers_env_then_checked(node):

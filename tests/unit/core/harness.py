@@ -51,7 +51,7 @@ class Core:
         self.runtime = runtime
         self.wakeups = Wakeups()
         self.cache = RuntimeCache()
-        self.pleg = RelistPLEG(runtime, self.cache, self.wakeups.wake, clock)
+        self.pleg = RelistPLEG(runtime, self.cache, self.wakeups.wake, clock, str(tmp / "root"))
         self.statuses = StatusManager(kube, mirrors)
         recorder = EventRecorder(None, NODE)
         node = NodeFacts(node_name=NODE, host_ip=HOST_IP, root_dir=str(tmp / "root"),

@@ -132,7 +132,8 @@ async def test_termination_records_the_pre_stop_and_the_sigkill(node):
     node.dispatcher.set_pods([spec])
     await until(lambda: node.status().get("phase") == "Running")
     node.dispatcher.set_pods([])
-    await until(lambda: not node.runtime.sandboxes, what="everything removed")
+    # The pod's worker ends after the sandbox goes: its files are removed in a thread meanwhile.
+    await until(lambda: not node.runtime.sandboxes and not node.dispatcher.workers, what="everything removed")
     (stop,) = steps(node, "stop")
     assert stop["text"] == "stopped (Stopping pod): preStop ran in 3.0s, SIGKILL after the 10s grace period"
     assert stop["details"]["sigkill"] is True
@@ -145,6 +146,7 @@ async def test_a_container_that_stops_on_sigterm_is_not_said_to_be_killed(node):
     node.dispatcher.set_pods([pod(terminationGracePeriodSeconds=10)])
     await until(lambda: node.status().get("phase") == "Running")
     node.dispatcher.set_pods([])
-    await until(lambda: not node.runtime.sandboxes, what="everything removed")
+    # The pod's worker ends after the sandbox goes: its files are removed in a thread meanwhile.
+    await until(lambda: not node.runtime.sandboxes and not node.dispatcher.workers, what="everything removed")
     (stop,) = steps(node, "stop")
     assert stop["text"] == "stopped (Stopping pod): exited on SIGTERM within the 10s grace"

@@ -69,7 +69,8 @@ async def test_a_force_deleted_pod_is_stopped_within_its_deletion_grace_not_its_
         del kube.objects[PATH]  # gone at once: the source hands it over deleted, then without it
         node.dispatcher.set_pods([deleted(spec, 0)], "api")
         node.dispatcher.set_pods([], "api")
-        await until(lambda: not runtime.containers and not runtime.sandboxes, timeout=60, what="everything removed")
+        await until(lambda: not runtime.containers and not runtime.sandboxes and not node.dispatcher.workers,
+                    timeout=60, what="everything removed, the pod's worker done")
         assert asyncio.get_running_loop().time() - began < 5
         assert [(name, grace) for name, grace, _ in runtime.stops] == [("app", 0)]
         assert node.statuses.get("uid-web") is None  # nothing left to report for it

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from pykubelet.volumes import subpath
+from pykubelet.util import mounts
 from tests.helpers import unmount_under
 from tests.unit.core.harness import pod, until
 
@@ -37,11 +37,11 @@ async def test_a_sub_path_link_out_of_the_volume_is_a_config_error_and_a_good_on
         assert created.metadata.name == "ok"
         bind = tmp_path / "root" / "pods" / "uid-web" / "volume-subpaths" / "v" / "ok" / "0"
         assert [m.host_path for m in created.mounts if m.container_path == "/d"] == [str(bind)]
-        assert subpath.is_mount_point(str(bind)) and os.path.samestat(os.stat(bind), os.stat(volume / "data" / "logs"))
+        assert mounts.is_mount_point(str(bind)) and os.path.samestat(os.stat(bind), os.stat(volume / "data" / "logs"))
         assert list(host.iterdir()) == []
 
         node.dispatcher.set_pods([])
         await until(lambda: not (tmp_path / "root" / "pods" / "uid-web").exists(), what="the pod's directory removed")
-        assert not subpath.is_mount_point(str(bind)) and list(host.iterdir()) == []
+        assert not mounts.is_mount_point(str(bind)) and list(host.iterdir()) == []
     finally:
         unmount_under(str(tmp_path))
