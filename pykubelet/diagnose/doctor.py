@@ -5,8 +5,8 @@ certificates. Each check says OK, WARN or FAIL and the one command that shows mo
 code is 1 when anything FAILs.
 
 It needs the agent's settings. It takes the same flags as the agent (and --config); when an agent
-answers on the healthz address they name (default 127.0.0.1:10248), the settings that agent
-runs with win, so a bare `pykubelet doctor` checks what the running agent uses. When no agent
+answers on the root dir they name (its root-only socket <root-dir>/pykubelet.sock), the settings
+that agent runs with win, so a bare `pykubelet doctor` checks what the running agent uses. When no agent
 answers, it says so first and checks the rest with the flags given.
 """
 
