@@ -105,12 +105,21 @@ class QuietServerLogger:
         self._logger = logging.getLogger(name)
 
     def exception(self, msg: str, *args: object, exc_info: object = None, **kw: object) -> None:
+        if not self._quieted(args, exc_info):
+            self._logger.exception(msg, *args, exc_info=exc_info, **kw)  # type: ignore[arg-type]
+
+    def debug(self, msg: str, *args: object, exc_info: object = None, **kw: object) -> None:
+        if not self._quieted(args, exc_info):
+            self._logger.debug(msg, *args, exc_info=exc_info, **kw)  # type: ignore[arg-type]
+
+    @staticmethod
+    def _quieted(args: tuple[object, ...], exc_info: object) -> bool:
         from aiohttp.http_exceptions import HttpProcessingError
 
         if isinstance(exc_info, HttpProcessingError):
             note_bad_request(args[0] if args else "?", type(exc_info).__name__)
-            return
-        self._logger.exception(msg, *args, exc_info=exc_info, **kw)  # type: ignore[arg-type]
+            return True
+        return False
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._logger, name)
