@@ -80,9 +80,11 @@ class AgentProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = workdir / "agent.log"
         self.runs = 0
+        self.last_extra: tuple[str, ...] = ()
 
     def start(self, *extra: str) -> "AgentProcess":
         self.runs += 1
+        self.last_extra = extra
         log = open(self.log_path, "ab")
         log.write(f"--- agent run {self.runs} ---\n".encode())
         log.flush()
@@ -114,8 +116,10 @@ class AgentProcess:
 
     @property
     def socket(self) -> str:
-        """The agent's root-only socket for /pods and /debug."""
-        return unix_http.agent_socket(str(self.workdir / "root"))
+        """The agent's root-only socket for /pods and /debug, in its --root-dir (later flags win)."""
+        flags = ["--root-dir", str(self.workdir / "root"), *self.extra, *self.last_extra]
+        root = [value for flag, value in zip(flags, flags[1:]) if flag == "--root-dir"][-1]
+        return unix_http.agent_socket(root)
 
     def local_get(self, path: str) -> Any:
         """The JSON the agent serves at path on its socket; None while it does not answer 200."""
