@@ -133,7 +133,7 @@ async def test_1100_idle_connections_do_not_stop_authenticated_requests_nor_pods
     agent = node_agent_started_with_1024_files
     soft, hard = open_files_limit_of(agent.proc.pid)
     assert soft == hard, f"the agent kept a soft limit of {soft} open files (hard {hard})"
-    flood = asyncio.create_task(run_flood("idle", agent.api_port, 1100, 60))
+    flood = asyncio.create_task(run_flood("idle", agent.api_port, 1100, 40))
     try:
         await wait_for(lambda: len(os.listdir(f"/proc/{agent.proc.pid}/fd")) > 1100, 30,
                        "the agent to hold the 1,100 connections", describe=agent.describe)
@@ -144,7 +144,7 @@ async def test_1100_idle_connections_do_not_stop_authenticated_requests_nor_pods
         assert status == 200 and "during-idle-flood" in body
     finally:
         result = await flood
-    print(f"\n1,100 idle connections for 60s: {result}")
+    print(f"\n1,100 idle connections for 40s: {result}")
     assert result["opened"] >= 1100
     assert "Too many open files" not in agent.log()
     kubectl("delete", "pod", "during-idle-flood", "-n", namespace, "--wait=false", check=False)
