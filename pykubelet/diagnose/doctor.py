@@ -61,6 +61,7 @@ def discover(argv: list[str]) -> tuple[Node, str]:
     url, agent = doctor_agent.running_agent(settings)
     if agent and agent.get("settings"):
         node = Node(settings_from_json(agent["settings"]), f"the settings of the running agent (pid {agent['pid']})")
+        url = doctor_agent.healthz_url(node.settings) if node.settings.server.healthz_port else ""  # its own port
     else:
         node = Node(settings, "the flags given to doctor" if argv else "the default settings (no flags given)")
     node.agent, node.agent_url = agent, url

@@ -34,8 +34,8 @@ def fetch(root_dir: str, path: str) -> tuple[int, Any]:
     try:
         code, body = unix_http.get(where, path)
     except OSError as e:
-        raise AgentUnreachable(f"cannot reach the agent at {where}: {e}. Is pykubelet running with this "
-                               "--root-dir, and are you root?") from None
+        raise AgentUnreachable(f"cannot reach the agent at {where}: {e}. Is pykubelet running? (with this "
+                               "--root-dir; as root)") from None
     try:
         return code, json.loads(body)
     except ValueError:

@@ -61,8 +61,8 @@ def _pods(args: argparse.Namespace) -> int:
         code, body = unix_http.get(path, "/pods", timeout=5)
         pod_list = json.loads(body) if code == 200 else None
     except (OSError, ValueError) as e:
-        print(f"pykubelet pods: cannot reach the agent at {path}: {e}. Is pykubelet running, with this "
-              "--root-dir, and are you root?", file=sys.stderr)
+        print(f"pykubelet pods: cannot reach the agent at {path}: {e}. Is pykubelet running? (with this "
+              "--root-dir; as root)", file=sys.stderr)
         return 1
     if pod_list is None:
         print(f"pykubelet pods: the agent answered HTTP {code} on {path}", file=sys.stderr)
