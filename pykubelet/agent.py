@@ -51,8 +51,10 @@ from pykubelet.sources.static_files import StaticPodSource
 from pykubelet.status.manager import StatusManager
 from pykubelet.util.backoff import Backoff
 from pykubelet.util.durations import format_duration
+from pykubelet.util.fdlimit import raise_open_files_limit
 from pykubelet.util.hostip import default_route_ip
 from pykubelet.util.log import get_logger
+from pykubelet.util.unix_http import agent_socket
 from pykubelet.util.sd_notify import Notifier, WatchdogError
 from pykubelet.util.tasks import LoopDied, Tasks, after
 
@@ -80,6 +82,7 @@ class Parts:
 
     cri: CRIClient
     kube: Any = None  # KubeClient, imported only when joining a cluster
+    heartbeat: Any = None  # its sibling for the Lease and node status (no rate limit, own connections)
     rotation: Any = None  # kube.rotation.ClientCertificateRotation, with rotateCertificates
     node_ip: str = ""
     wakeups: Wakeups = field(default_factory=Wakeups)
@@ -94,7 +97,7 @@ class Parts:
     dispatcher: PodDispatcher | None = None
     static_source: StaticPodSource | None = None
     api_source: Any = None  # sources.apiserver.ApiserverPodSource, when joining a cluster
-    history: PodHistory | None = None  # every pod's steps, for `pykubelet explain` (/debug on healthz)
+    history: PodHistory | None = None  # every pod's steps, for `pykubelet explain` (/debug, server/local.py)
     health: dict[str, Callable[[], bool]] = field(default_factory=dict)
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)  # run in reverse
 
@@ -107,6 +110,7 @@ class Agent:
 
     async def run(self) -> None:
         s = self.settings
+        raise_open_files_limit()
         try:
             systemd = Notifier()
         except WatchdogError as e:
@@ -211,6 +215,9 @@ class Agent:
             raise LoopDied(str(e)) from None
         p.kube = await KubeClient.from_kubeconfig(credentials.kubeconfig, s.cluster.api_qps, s.cluster.api_burst,
                                                   user_agent=user_agent, client_pem=credentials.client_pem)
+        # The kubelet's heartbeat timeout: the status period, at most the lease duration.
+        p.heartbeat = await p.kube.heartbeat_client(min(s.cluster.status_update_seconds,
+                                                        float(s.cluster.lease_duration_seconds)))
         if credentials.rotate:
             from pykubelet.kube.certstore import CertStore
             from pykubelet.kube.rotation import ClientCertificateRotation
@@ -262,9 +269,13 @@ class Agent:
         tasks.loop("housekeeping", housekeeping(p.dispatcher, p.cache, p.pleg.relisted, sources_ready, s.root_dir,
                                                 kubepods_under(s.pods.cgroup_root)))
         if s.server.healthz_port:
-            runner = await local.serve(local.build_app(p.statuses, p.health, self._debug(p)),
-                                       s.server.healthz_bind_address, s.server.healthz_port)
-            p.closers.append(runner.cleanup)
+            p.closers.append(await local.serve_healthz(local.build_healthz_app(p.health),
+                                                       s.server.healthz_bind_address, s.server.healthz_port))
+        try:
+            p.closers.append(await local.serve_socket(local.build_debug_app(p.statuses, self._debug(p)),
+                                                      agent_socket(s.root_dir)))
+        except OSError as e:
+            raise LoopDied(f"cannot serve /pods and /debug on {agent_socket(s.root_dir)}: {e}") from None
 
     async def _serve_kubelet_api(self, p: Parts) -> None:
         from pykubelet.server import kubelet_api
@@ -328,7 +339,7 @@ class Agent:
                            report_seconds=s.cluster.status_report_seconds,
                            lease_seconds=s.cluster.lease_duration_seconds, agent_errors=agent_errors,
                            kubelet_port=s.server.port, taints=s.cluster.register_with_taints,
-                           provider_id=s.cluster.provider_id)
+                           provider_id=s.cluster.provider_id, heartbeat=p.heartbeat)
 
     async def _stop(self, p: Parts) -> None:
         """Phase stop: the loops, the workers (never their pods), then every connection."""

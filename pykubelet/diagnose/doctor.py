@@ -5,8 +5,8 @@ certificates. Each check says OK, WARN or FAIL and the one command that shows mo
 code is 1 when anything FAILs.
 
 It needs the agent's settings. It takes the same flags as the agent (and --config); when an agent
-answers on the healthz address they name (default 127.0.0.1:10248), the settings that agent
-runs with win, so a bare `pykubelet doctor` checks what the running agent uses. When no agent
+answers on the root dir they name (its root-only socket <root-dir>/pykubelet.sock), the settings
+that agent runs with win, so a bare `pykubelet doctor` checks what the running agent uses. When no agent
 answers, it says so first and checks the rest with the flags given.
 """
 
@@ -61,6 +61,7 @@ def discover(argv: list[str]) -> tuple[Node, str]:
     url, agent = doctor_agent.running_agent(settings)
     if agent and agent.get("settings"):
         node = Node(settings_from_json(agent["settings"]), f"the settings of the running agent (pid {agent['pid']})")
+        url = doctor_agent.healthz_url(node.settings) if node.settings.server.healthz_port else ""  # its own port
     else:
         node = Node(settings, "the flags given to doctor" if argv else "the default settings (no flags given)")
     node.agent, node.agent_url = agent, url

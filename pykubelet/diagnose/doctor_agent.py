@@ -15,6 +15,7 @@ from typing import Any
 
 from pykubelet.config import Settings
 from pykubelet.diagnose.checks import FAIL, OK, WARN, Node, ago
+from pykubelet.util import unix_http
 
 AREA = "Agent"
 SUBCOMMANDS = ("pods", "cri", "leaks", "doctor", "explain")
@@ -35,15 +36,14 @@ def get(url: str, timeout: float = 5) -> tuple[int, bytes]:
 
 
 def running_agent(settings: Settings) -> tuple[str, dict[str, Any] | None]:
-    """(its URL, its /debug/agent) for the agent these settings point at; None if nothing answers."""
-    url = healthz_url(settings)
-    if not settings.server.healthz_port:
-        return "", None
+    """(its healthz URL, its /debug/agent) for the agent these settings point at (its root dir's
+    socket, which only root can use); None if nothing answers there."""
+    url = healthz_url(settings) if settings.server.healthz_port else ""
     try:
-        code, body = get(f"{url}/debug/agent")
-    except (urllib.error.URLError, OSError):
+        code, body = unix_http.get(unix_http.agent_socket(settings.root_dir), "/debug/agent", timeout=5)
+    except OSError:
         return url, None
-    if code == 404:  # an agent without /debug: at least it answers
+    if code != 200:  # it answers, at least
         return url, {}
     try:
         return url, json.loads(body)
@@ -73,21 +73,26 @@ def check(node: Node) -> None:
     s = node.settings
     more = "journalctl -u pykubelet" if os.path.isdir("/run/systemd/system") else "pgrep -af pykubelet"
     if node.agent is None:
-        where = f"{node.agent_url}/healthz" if node.agent_url else "its healthz endpoint (healthzPort is 0)"
+        where = unix_http.agent_socket(s.root_dir)
         others = agent_processes()
+        root_only = [] if os.geteuid() == 0 else [f"{where} answers root only: run doctor as root"]
         node.add(AREA, FAIL, f"the agent is not running: nothing answers on {where}", [
-            "pykubelet processes on this machine: " + (", ".join(others) if others else "none"),
+            *root_only, "pykubelet processes on this machine: " + (", ".join(others) if others else "none"),
             "without it no pod is started, restarted or stopped, and in a cluster no Lease is renewed: "
             "the control plane marks the node NotReady (Unknown) about 40s later",
             "the checks below use " + node.settings_from], more)
         return
-    code, body = get(f"{node.agent_url}/healthz")
+    try:
+        code, body = get(f"{node.agent_url}/healthz") if node.agent_url else (200, b"")
+    except (urllib.error.URLError, OSError) as e:
+        code, body = 0, f"nothing answers on {node.agent_url}/healthz ({getattr(e, 'reason', e)})".encode()
     facts = node.agent
     pid = facts.get("pid", "?")
     uptime = f", up since {time.strftime('%H:%M:%S', time.localtime(facts['started_at']))}" \
         if facts.get("started_at") else ""
     if code == 200:
-        node.add(AREA, OK, f"running (pid {pid}{uptime}), /healthz answers ok", more=more)
+        node.add(AREA, OK, f"running (pid {pid}{uptime})" + (", /healthz answers ok" if node.agent_url else ""),
+                 more=more)
     else:
         node.add(AREA, FAIL, f"running (pid {pid}) but /healthz fails: {body.decode(errors='replace').strip()}",
                  more=more)

@@ -1,6 +1,6 @@
 """`pykubelet explain pod [-n NAMESPACE] NAME`: the node-side story of one pod, from the agent.
 
-It reads /debug/pods/<namespace>/<name> on the agent's local endpoint (the pod, the status the
+It reads /debug/pods/<namespace>/<name> on the agent's root-only socket (the pod, the status the
 agent computed, and every step the agent recorded for it: pods/history.py) and prints it in
 order, with times and durations, then the one line that says why the pod is not Running and
 Ready (diagnose/verdict.py), or that it is. `-o json` gives the same to scripts.
@@ -12,14 +12,14 @@ import argparse
 import json
 import sys
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from datetime import datetime
 from typing import Any
 
 from pykubelet.diagnose import verdict
+from pykubelet.config import Settings
 from pykubelet.network import assets
+from pykubelet.util import unix_http
 from pykubelet.util.durations import format_duration
 
 MARKS = {True: "✓", False: "✗", None: "·"}
@@ -29,33 +29,31 @@ class AgentUnreachable(Exception):
     pass
 
 
-def fetch(address: str, port: int, path: str) -> tuple[int, Any]:
-    url = f"http://{address}:{port}{path}"
+def fetch(root_dir: str, path: str) -> tuple[int, Any]:
+    where = unix_http.agent_socket(root_dir)
     try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.status, json.load(response)
-    except urllib.error.HTTPError as e:
-        try:
-            return e.code, json.load(e)
-        except ValueError:
-            return e.code, {"error": f"{url}: HTTP {e.code}"}
-    except (urllib.error.URLError, OSError) as e:
-        raise AgentUnreachable(f"cannot reach the agent at {url}: {getattr(e, 'reason', e)}. Is pykubelet "
-                               "running? (--address/--port: its healthzBindAddress and healthzPort)") from None
+        code, body = unix_http.get(where, path)
+    except OSError as e:
+        raise AgentUnreachable(f"cannot reach the agent at {where}: {e}. Is pykubelet running? (with this "
+                               "--root-dir; as root)") from None
+    try:
+        return code, json.loads(body)
+    except ValueError:
+        return code, {"error": f"{where} {path}: HTTP {code}"}
 
 
-def find_pod(address: str, port: int, namespace: str, name: str) -> dict[str, Any]:
+def find_pod(root_dir: str, namespace: str, name: str) -> dict[str, Any]:
     """The /debug document of the pod; a static pod may be named without its -<node> suffix."""
     quoted = lambda ns, n: f"/debug/pods/{urllib.parse.quote(ns)}/{urllib.parse.quote(n)}"  # noqa: E731
-    code, doc = fetch(address, port, quoted(namespace, name))
+    code, doc = fetch(root_dir, quoted(namespace, name))
     if code == 200:
         return doc
     if code != 404 or "pods" not in doc:
         raise LookupError(doc.get("error") or f"the agent answered HTTP {code}")
-    _, agent = fetch(address, port, "/debug/agent")
+    _, agent = fetch(root_dir, "/debug/agent")
     static_name = f"{name}-{agent.get('node', '')}"
     if f"{namespace}/{static_name}" in doc["pods"]:
-        return fetch(address, port, quoted(namespace, static_name))[1]
+        return fetch(root_dir, quoted(namespace, static_name))[1]
     here = ", ".join(doc["pods"]) or "none"
     raise LookupError(f"{doc['error']} (pods it knows: {here}). A pod no node runs yet is the scheduler's "
                       f"business: kubectl describe pod -n {namespace} {name}")
@@ -204,11 +202,10 @@ def main(argv: list[str]) -> int:
     pod.add_argument("name")
     pod.add_argument("-n", "--namespace", default="default")
     pod.add_argument("-o", "--output", choices=("text", "json"), default="text")
-    pod.add_argument("--address", default="127.0.0.1", help="the agent's healthzBindAddress")
-    pod.add_argument("--port", type=int, default=10248, help="the agent's healthzPort")
+    pod.add_argument("--root-dir", default=Settings().root_dir, help="the agent's --root-dir")
     args = parser.parse_args(argv)
     try:
-        doc = find_pod(args.address, args.port, args.namespace, args.name)
+        doc = find_pod(args.root_dir, args.namespace, args.name)
     except (AgentUnreachable, LookupError) as e:
         print(f"pykubelet explain: {e}", file=sys.stderr)
         return 1

@@ -3,7 +3,10 @@
 kubernetes_asyncio does what a library should here — kubeconfig loading, TLS, credential
 plugins and token refresh — and we ask it for raw responses (`_preload_content=False`), so
 watch streams and large lists are parsed once, into the dicts the agent already works with.
-Every call waits its turn in a kubeAPIQPS/kubeAPIBurst token bucket and has a timeout.
+Every call waits its turn in a kubeAPIQPS/kubeAPIBurst token bucket and has a timeout, except on
+the heartbeat client (heartbeat_client): the node's Lease and status go through their own
+connection pool with no client-side rate limit, as the kubelet's HeartbeatClient does, so no other
+traffic of the agent, nor any review a client of the kubelet API causes, can delay a renewal.
 
 Client certificates rotate under a running agent (kube/rotation.py): `reload_credentials` builds a
 new connection pool from the new certificate for every call from then on, and closes the old pool
@@ -43,11 +46,14 @@ async def _api_client(kubeconfig: str, client_pem: str, user_agent: str) -> ApiC
 
 class KubeClient:
     def __init__(self, api: ApiClient, qps: float, burst: int, user_agent: str,
-                 reload: tuple[str, str] | None = None):
+                 reload: tuple[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT):
+        """qps <= 0: no client-side rate limit."""
         self._api = api
         self._api.user_agent = user_agent
         self._user_agent = user_agent
-        self._limiter = AsyncLimiter(max_rate=burst, time_period=burst / qps)
+        self._limiter = AsyncLimiter(max_rate=burst, time_period=burst / qps) if qps > 0 else None
+        self._timeout = timeout
+        self._linked: list[KubeClient] = []  # clients of the same credentials, reloaded with this one
         self.host = api.configuration.host
         self._reload = reload  # (kubeconfig, client PEM) to build the next pool from
         self._users: dict[ApiClient, int] = {api: 0}  # requests and watches in flight, per pool
@@ -60,6 +66,15 @@ class KubeClient:
         (the cert store's kubelet-client-current.pem, which rotation replaces)."""
         return cls(await _api_client(path, client_pem, user_agent), qps, burst, user_agent, (path, client_pem))
 
+    async def heartbeat_client(self, timeout: float) -> "KubeClient":
+        """A client of the same credentials with its own connection pool and no rate limit, for the
+        Lease and node status; its requests time out after `timeout`. Reloaded with this one."""
+        assert self._reload is not None, "a client made from an ApiClient cannot make another"
+        client = KubeClient(await _api_client(*self._reload, self._user_agent), 0, 0, self._user_agent,
+                            self._reload, timeout)
+        self._linked.append(client)
+        return client
+
     async def reload_credentials(self) -> None:
         """Use the kubeconfig's (or the cert store's) current credentials from now on."""
         assert self._reload is not None, "a client made from an ApiClient cannot reload"
@@ -68,6 +83,8 @@ class KubeClient:
         self._users[new] = 0
         self._retired.add(old)
         await self._close_if_unused(old)
+        for linked in self._linked:
+            await linked.reload_credentials()
 
     async def _close_if_unused(self, api: ApiClient) -> None:
         if api in self._retired and not self._users.get(api):
@@ -87,6 +104,8 @@ class KubeClient:
             await self._close_if_unused(api)
 
     async def close(self) -> None:
+        for linked in self._linked:
+            await linked.close()
         for api in list(self._users):
             await api.close()
         self._users.clear()
@@ -94,8 +113,9 @@ class KubeClient:
 
     async def _send(self, api: ApiClient, method: str, path: str, query: dict[str, Any] | None, body: Any,
                     content_type: str, timeout: float | aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
-        async with self._limiter:
-            pass  # one token per request; streaming reads do not hold it
+        if self._limiter is not None:
+            async with self._limiter:
+                pass  # one token per request; streaming reads do not hold it
         try:
             return await api.call_api(
                 path, method, query_params=list((query or {}).items()),
@@ -107,9 +127,9 @@ class KubeClient:
             raise errors.KubeError(method, path, e.status or 0, e.reason or "", str(e.body)[:500]) from None
 
     async def request(self, method: str, path: str, *, query: dict[str, Any] | None = None, body: Any = None,
-                      content_type: str = JSON, timeout: float = DEFAULT_TIMEOUT) -> Any:
+                      content_type: str = JSON, timeout: float | None = None) -> Any:
         async with self._pool() as api:
-            response = await self._send(api, method, path, query, body, content_type, timeout)
+            response = await self._send(api, method, path, query, body, content_type, timeout or self._timeout)
             try:
                 data = await response.read()
             except (aiohttp.ClientError, TimeoutError) as e:

@@ -35,8 +35,12 @@ class NodeManager:
                  thresholds: dict[str, Threshold], root_dir: str, imagefs_dir: str, kubelet_version: str,
                  update_seconds: float, report_seconds: float, lease_seconds: int,
                  agent_errors: Callable[[], list[str]], kubelet_port: int = node_status.KUBELET_PORT,
-                 taints: list[dict[str, str]] | None = None, provider_id: str = ""):
+                 taints: list[dict[str, str]] | None = None, provider_id: str = "",
+                 heartbeat: KubeClient | None = None):
+        """heartbeat: the client for Lease renewals and status updates (KubeClient.heartbeat_client),
+        so that they never wait behind the agent's other requests; kube by default."""
         self.kube = kube
+        self.heartbeat = heartbeat or kube
         self.cri = cri
         self.recorder = recorder
         self.node_name = node_name
@@ -131,14 +135,14 @@ class NodeManager:
     async def _renew(self, path: str, lease: dict[str, Any] | None) -> dict[str, Any]:
         if lease is None:
             try:
-                lease = await self.kube.get(path)
+                lease = await self.heartbeat.get(path)
             except errors.NotFound:
-                return await self.kube.create(path.rsplit("/", 1)[0], self._lease_object())
+                return await self.heartbeat.create(path.rsplit("/", 1)[0], self._lease_object())
         lease["spec"].update(holderIdentity=self.node_name, leaseDurationSeconds=self.lease_seconds,
                              renewTime=micro_time())
         lease["metadata"]["ownerReferences"] = self._owner()
         try:
-            return await self.kube.replace(path, lease)
+            return await self.heartbeat.replace(path, lease)
         except errors.Conflict:
             return await self._renew(path, None)
 
@@ -210,7 +214,7 @@ class NodeManager:
         changed = self._without_heartbeats(status) != self._without_heartbeats(self._last_status)
         if not changed and time.monotonic() - self._last_report < self.report_seconds:
             return
-        node = await self.kube.patch(f"{self.path}/status", {"status": status}, STRATEGIC_MERGE_PATCH)
+        node = await self.heartbeat.patch(f"{self.path}/status", {"status": status}, STRATEGIC_MERGE_PATCH)
         self.pod_cidrs = node["spec"].get("podCIDRs") or []
         self._record_transitions(self._last_status, status)
         self._last_status = status

@@ -9,6 +9,9 @@ What: the kubelet maps the HTTP method to a verb and the path to subresources of
 and asks the apiserver's SubjectAccessReview; some paths have two subresources and either one
 allowing suffices (the specific one, then proxy). Allowed answers are reused for 5 minutes,
 denied ones for 30 seconds; or every request is allowed (AlwaysAllow).
+
+Reviews in flight are capped and identical ones shared (review_limits.py): over the cap the
+answer is 429, as a token nobody has seen yet must not make everyone else wait.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping
 
 from pykubelet.config import AuthnSettings, AuthzSettings
+from pykubelet.server.review_limits import InflightReviews, TooManyReviews
 from pykubelet.util.log import get_logger
 
 log = get_logger(__name__)
@@ -47,6 +51,14 @@ class Denied(Exception):
     def __init__(self, status: int, body: str):
         super().__init__(body)
         self.status, self.body = status, body
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": "1"} if self.status == 429 else {}
+
+
+def too_many_requests() -> Denied:
+    return Denied(429, "Too many requests, please try again later.\n")
 
 
 class TTLCache:
@@ -87,9 +99,10 @@ def user_from_certificate(peercert: Mapping[str, Any]) -> User | None:
 
 
 class Authenticator:
-    def __init__(self, settings: AuthnSettings, review: Review | None):
+    def __init__(self, settings: AuthnSettings, review: Review | None, in_flight: InflightReviews | None = None):
         self.settings = settings
         self.review = review if settings.webhook_enabled else None
+        self.in_flight = in_flight or InflightReviews()
         self._tokens = TTLCache()
         if settings.webhook_enabled and review is None:
             log.warning("Token authentication of the kubelet API needs an apiserver (--kubeconfig): "
@@ -115,18 +128,27 @@ class Authenticator:
         if cached is None:
             if self.review is None:
                 raise Denied(401, "Unauthorized")
-            body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
             try:
-                answer = await self.review("/apis/authentication.k8s.io/v1/tokenreviews", body)
-            except Exception as e:  # an apiserver that cannot answer: no identity, and nothing cached
-                log.warning("Unable to authenticate the request due to an error", err=str(e))
-                raise Denied(401, "Unauthorized") from None
-            status = answer.get("status") or {}
-            cached = ("ok", _user_of(status.get("user") or {})) if status.get("authenticated") else ("no", None)
-            self._tokens.put(key, cached, self.settings.webhook_cache_ttl)
+                cached = await self.in_flight.run(("token", key), lambda: self._review_token(key, token))
+            except TooManyReviews:
+                raise too_many_requests() from None
         if cached[0] != "ok":
             raise Denied(401, "Unauthorized")
         return cached[1]
+
+    async def _review_token(self, key: str, token: str) -> tuple[str, User | None]:
+        """Ask the apiserver; the answer, yes or no, is kept for cacheTTL (the kubelet keeps both)."""
+        assert self.review is not None
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
+        try:
+            answer = await self.review("/apis/authentication.k8s.io/v1/tokenreviews", body)
+        except Exception as e:  # an apiserver that cannot answer: no identity, and nothing cached
+            log.warning("Unable to authenticate the request due to an error", err=str(e))
+            raise Denied(401, "Unauthorized") from None
+        status = answer.get("status") or {}
+        cached = ("ok", _user_of(status.get("user") or {})) if status.get("authenticated") else ("no", None)
+        self._tokens.put(key, cached, self.settings.webhook_cache_ttl)
+        return cached
 
 
 def _user_of(info: Mapping[str, Any]) -> User:
@@ -165,11 +187,19 @@ def subresources(path: str) -> list[str]:
     return out
 
 
+def access_key(user: User, verb: str, subresource: str) -> tuple[Any, ...]:
+    """Everything a SubjectAccessReview asks about: two requests with the same key get the same answer."""
+    extra = tuple(sorted((name, tuple(values)) for name, values in user.extra.items()))
+    return (user.name, user.groups, user.uid, extra, verb, subresource)
+
+
 class Authorizer:
-    def __init__(self, settings: AuthzSettings, node_name: str, review: Review | None):
+    def __init__(self, settings: AuthzSettings, node_name: str, review: Review | None,
+                 in_flight: InflightReviews | None = None):
         self.settings = settings
         self.node_name = node_name
         self.review = review
+        self.in_flight = in_flight or InflightReviews()
         self._decisions = TTLCache()
         if settings.mode == "Webhook" and review is None:
             log.warning("Webhook authorization of the kubelet API needs an apiserver (--kubeconfig): every "
@@ -189,10 +219,16 @@ class Authorizer:
                           f"subresource(s)=[{' '.join(needed)}])\n")
 
     async def _allowed(self, user: User, verb: str, subresource: str) -> bool:
-        key = (user.name, user.groups, user.uid, verb, subresource)
+        key = access_key(user, verb, subresource)
         cached = self._decisions.get(key)
         if cached is not None:
             return cached
+        try:
+            return await self.in_flight.run(("access", key), lambda: self._review_access(key, user, verb, subresource))
+        except TooManyReviews:
+            raise too_many_requests() from None
+
+    async def _review_access(self, key: tuple[Any, ...], user: User, verb: str, subresource: str) -> bool:
         body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
                 "spec": {"user": user.name, "groups": list(user.groups), "uid": user.uid, "extra": user.extra,
                          "resourceAttributes": {"verb": verb, "resource": "nodes", "subresource": subresource,

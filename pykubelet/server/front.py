@@ -5,12 +5,19 @@ byte for byte, to the streaming proxy (streaming.py): those requests upgrade to 
 WebSocket, which the runtime's streaming server speaks and we only relay. Every other connection
 is handed to the aiohttp application. The decision is made on the first request's head; the
 apiserver opens a fresh connection for every upgrade, so that is where such requests come.
+
+The healthz port uses the same protocol without streams, for its timeout: a connection that sends
+no request head within HEAD_TIMEOUT is closed. A head that is not HTTP gets one 400 and the
+connection closes; such heads (anyone can send them) are logged as one short line now and then,
+never a traceback per request (QuietServerLogger does the same for what aiohttp rejects).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
+import time
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 from urllib.parse import urlsplit
@@ -22,8 +29,12 @@ from pykubelet.util.log import get_logger
 log = get_logger(__name__)
 
 MAX_HEAD = 64 * 1024
-HEAD_TIMEOUT = 60.0  # a connection that sends no request head in this long is closed
+HEAD_TIMEOUT = 10.0  # seconds from connect (after TLS) to a complete first request head
 STREAM_PREFIXES = ("/exec/", "/attach/", "/portForward/")
+MAX_STREAMS = 512  # exec/attach/port-forward relays at once; each holds two descriptors
+BAD_REQUEST = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+TOO_MANY_STREAMS = (b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 1\r\nContent-Type: text/plain\r\n"
+                    b"Content-Length: 36\r\nConnection: close\r\n\r\ntoo many streaming sessions at once\n")
 
 
 @dataclass
@@ -61,14 +72,69 @@ def parse_head(raw: bytes) -> RequestHead | None:
 StreamHandler = Callable[[RequestHead, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
+class Sparse:
+    """Says yes at most once per `interval` seconds, and how many times it said no in between."""
+
+    def __init__(self, interval: float = 60.0):
+        self.interval, self._last, self.suppressed = interval, -interval, 0
+
+    def allow(self) -> bool:
+        now = time.monotonic()
+        if now - self._last < self.interval:
+            self.suppressed += 1
+            return False
+        self._last = now
+        return True
+
+
+_BAD_HEADS = Sparse()
+
+
+def note_bad_request(peer: object, what: str) -> None:
+    """One short line for a request that is not HTTP; at most one a minute."""
+    if _BAD_HEADS.allow():
+        log.warning("Refused a malformed HTTP request", peer=str(peer), err=what,
+                    suppressed_since_last=_BAD_HEADS.suppressed)
+        _BAD_HEADS.suppressed = 0
+
+
+class QuietServerLogger:
+    """aiohttp's server logger, but a request aiohttp cannot parse is note_bad_request's short line."""
+
+    def __init__(self, name: str = "aiohttp.server"):
+        self._logger = logging.getLogger(name)
+
+    def exception(self, msg: str, *args: object, exc_info: object = None, **kw: object) -> None:
+        if not self._quieted(args, exc_info):
+            self._logger.exception(msg, *args, exc_info=exc_info, **kw)  # type: ignore[arg-type]
+
+    def debug(self, msg: str, *args: object, exc_info: object = None, **kw: object) -> None:
+        if not self._quieted(args, exc_info):
+            self._logger.debug(msg, *args, exc_info=exc_info, **kw)  # type: ignore[arg-type]
+
+    @staticmethod
+    def _quieted(args: tuple[object, ...], exc_info: object) -> bool:
+        from aiohttp.http_exceptions import HttpProcessingError
+
+        if isinstance(exc_info, HttpProcessingError):
+            note_bad_request(args[0] if args else "?", type(exc_info).__name__)
+            return True
+        return False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._logger, name)
+
+
 class FrontProtocol(asyncio.Protocol):
     """Buffers the first request's head, then gives the connection to its handler for good."""
 
-    def __init__(self, http_factory: Callable[[], asyncio.Protocol], on_stream: StreamHandler,
-                 tasks: set[asyncio.Task[None]]):
-        self.http_factory, self.on_stream, self.tasks = http_factory, on_stream, tasks
+    def __init__(self, http_factory: Callable[[], asyncio.Protocol], on_stream: StreamHandler | None = None,
+                 tasks: set[asyncio.Task[None]] | None = None):
+        self.http_factory, self.on_stream = http_factory, on_stream
+        self.tasks: set[asyncio.Task[None]] = tasks if tasks is not None else set()
         self.transport: asyncio.Transport | None = None
         self.buffer = bytearray()
+        self._timeout: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -82,9 +148,19 @@ class FrontProtocol(asyncio.Protocol):
             if len(self.buffer) > MAX_HEAD:
                 self.transport.close()
             return
+        assert self._timeout is not None
         self._timeout.cancel()
         head = parse_head(bytes(self.buffer[:end]))
-        if head is not None and head.path.startswith(STREAM_PREFIXES):
+        if head is None:
+            note_bad_request(self.transport.get_extra_info("peername"), "unparsable request head")
+            self.transport.write(BAD_REQUEST)
+            self.transport.close()
+            return
+        if self.on_stream is not None and head.path.startswith(STREAM_PREFIXES):
+            if len(self.tasks) >= MAX_STREAMS:
+                self.transport.write(TOO_MANY_STREAMS)
+                self.transport.close()
+                return
             loop = asyncio.get_running_loop()
             reader = asyncio.StreamReader(limit=MAX_HEAD)
             protocol = asyncio.StreamReaderProtocol(reader)
@@ -103,6 +179,7 @@ class FrontProtocol(asyncio.Protocol):
         self.buffer = bytearray()
 
     async def _stream(self, head: RequestHead, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        assert self.on_stream is not None
         try:
             await self.on_stream(head, reader, writer)
         except (ConnectionError, ssl.SSLError, asyncio.IncompleteReadError):
@@ -113,4 +190,5 @@ class FrontProtocol(asyncio.Protocol):
             writer.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._timeout.cancel()
+        if self._timeout is not None:  # None: the TLS handshake failed, the connection never started
+            self._timeout.cancel()

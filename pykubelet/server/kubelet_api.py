@@ -2,7 +2,7 @@
 
 HTTPS on address:port (tls.py), every request authenticated and authorized (auth.py), plain
 endpoints in routes.py and the exec/attach/port-forward relay in streaming.py, both behind one
-listener (front.py).
+listener (front.py) that caps its connections and drops the silent ones (connections.py).
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from pykubelet.server import routes, streaming, tls
+from pykubelet.server import connections, routes, streaming, tls
 from pykubelet.server.auth import Authenticator, Authorizer, Gate
-from pykubelet.server.front import FrontProtocol, RequestHead
+from pykubelet.server.front import FrontProtocol, QuietServerLogger, RequestHead
+from pykubelet.server.review_limits import InflightReviews
 from pykubelet.server.host import Host
 from pykubelet.util.log import get_logger
 
@@ -33,12 +34,14 @@ class KubeletAPI:
     server: asyncio.Server
     port: int
     streams: set[asyncio.Task[None]] = field(default_factory=set)
+    handshakes: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def close(self) -> None:
         self.server.close()
-        for task in list(self.streams):
+        tasks = list(self.streams) + list(self.handshakes)
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self.streams, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         await self.runner.cleanup()
 
 
@@ -51,18 +54,21 @@ async def start(host: Host, context: ssl.SSLContext | None = None) -> KubeletAPI
     if context is None:
         cert, key = await asyncio.to_thread(tls.serving_files, s.server, s.root_dir, s.node_name, host.node_ips)
         context = tls.server_context(s.server, cert, key, s.authn.client_ca_file)
-    gate = Gate(Authenticator(s.authn, host.review), Authorizer(s.authz, s.node_name, host.review))
-    runner = web.AppRunner(routes.build_app(host, gate), access_log=None, handle_signals=False)
+    reviews = InflightReviews()  # one cap for token and access reviews together
+    gate = Gate(Authenticator(s.authn, host.review, reviews), Authorizer(s.authz, s.node_name, host.review, reviews))
+    runner = web.AppRunner(routes.build_app(host, gate), access_log=None, handle_signals=False,
+                           logger=QuietServerLogger())
     await runner.setup()
     streams: set[asyncio.Task[None]] = set()
+    handshakes: set[asyncio.Task[None]] = set()
 
     async def on_stream(head: RequestHead, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await streaming.handle(host, gate, head, reader, writer)
 
-    loop = asyncio.get_running_loop()
+    limit = connections.ConnectionLimit(connections.api_connection_cap())
     try:
-        server = await loop.create_server(lambda: FrontProtocol(runner.server, on_stream, streams),
-                                          s.server.address, s.server.port, ssl=context, reuse_address=True)
+        server = await connections.serve(lambda: FrontProtocol(runner.server, on_stream, streams),
+                                         s.server.address, s.server.port, limit, context, handshakes)
     except OSError as e:
         await runner.cleanup()
         why = "already in use" if e.errno == errno.EADDRINUSE else e.strerror
@@ -70,5 +76,5 @@ async def start(host: Host, context: ssl.SSLContext | None = None) -> KubeletAPI
     port = server.sockets[0].getsockname()[1]
     log.info("Kubelet API listening", address=s.server.address, port=port, cert=cert,
              authn=("x509 " if s.authn.client_ca_file else "") + ("webhook " if s.authn.webhook_enabled else "")
-             + ("anonymous" if s.authn.anonymous_enabled else ""), authz=s.authz.mode)
-    return KubeletAPI(runner, server, port, streams)
+             + ("anonymous" if s.authn.anonymous_enabled else ""), authz=s.authz.mode, max_connections=limit.limit)
+    return KubeletAPI(runner, server, port, streams, handshakes)

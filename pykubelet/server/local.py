@@ -1,25 +1,34 @@
-"""The node's local HTTP endpoint: /healthz (is the agent working?), /pods (what it runs) and
-/debug (what it did and how it is).
+"""The node's local endpoints: /healthz (is the agent working?) on the healthz port, and /pods
+(what it runs) and /debug (what it did and how it is) on a unix socket only root can use.
 
-/healthz answers 200 "ok" only while the sync machinery is alive, as the kubelet's does;
-`pykubelet pods` reads /pods. /debug/pods/<namespace>/<name> is one pod with its status and its
-step history (pods/history.py), what `pykubelet explain pod` tells; /debug/agent is the agent's
-own health and its effective settings, what `pykubelet doctor` starts from. Plain HTTP, on the
-healthz address (loopback by default), like /pods.
+/healthz (and /healthz/<check>) answers 200 "ok" only while the sync machinery is alive, as the
+kubelet's does; like the kubelet's port 10248 it serves nothing else, since any local user and any
+hostNetwork pod can reach it. Pod specs and the agent's settings are not for them: /pods (what
+`pykubelet pods` reads), /debug/pods/<namespace>/<name> (one pod with its status and its step
+history, pods/history.py, what `pykubelet explain pod` tells) and /debug/agent (the agent's own
+health and effective settings, what `pykubelet doctor` starts from) are served on
+<root-dir>/pykubelet.sock, mode 0600 (util/unix_http.py agent_socket).
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
+import os
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 
 from pykubelet.config import Settings
+from pykubelet.server import connections
+from pykubelet.server.front import FrontProtocol, QuietServerLogger
 from pykubelet.status.manager import StatusManager
+
+MAX_HEALTHZ_CONNECTIONS = 128
+HEALTHZ_KEEPALIVE = 5.0  # seconds an idle /healthz connection stays open
 
 
 @dataclass(frozen=True)
@@ -39,19 +48,30 @@ def settings_json(settings: Settings) -> dict[str, Any]:
     return dataclasses.asdict(settings)
 
 
-def build_app(statuses: StatusManager, health_checks: dict[str, Callable[[], bool]],
-              debug: Debug | None = None) -> web.Application:
-    async def healthz(_: web.Request) -> web.Response:
+def build_healthz_app(health_checks: dict[str, Callable[[], bool]]) -> web.Application:
+    async def healthz(request: web.Request) -> web.Response:
+        check = request.match_info.get("check", "")
+        if check:
+            if check not in health_checks:
+                return web.Response(status=404, text="404 page not found")
+            return web.Response(text="ok") if health_checks[check]() else \
+                web.Response(status=500, text=f"internal server error: {check} failed")
         failed = [name for name, check in health_checks.items() if not check()]
         if failed:
             return web.Response(status=500, text=f"[-]{', '.join(failed)} failed\nhealthz check failed\n")
         return web.Response(text="ok")
 
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/healthz/{check}", healthz)
+    return app
+
+
+def build_debug_app(statuses: StatusManager, debug: Debug | None = None) -> web.Application:
     async def pods(_: web.Request) -> web.Response:
         return web.json_response(statuses.pod_list())
 
     app = web.Application()
-    app.router.add_get("/healthz", healthz)
     app.router.add_get("/pods", pods)
     if debug is not None:
         _add_debug_routes(app, statuses, debug)
@@ -85,8 +105,48 @@ def _add_debug_routes(app: web.Application, statuses: StatusManager, debug: Debu
     app.router.add_get("/debug/agent", agent)
 
 
-async def serve(app: web.Application, host: str, port: int) -> web.AppRunner:
-    runner = web.AppRunner(app, access_log=None)
+Close = Callable[[], Awaitable[None]]
+
+
+async def serve_healthz(app: web.Application, host: str, port: int) -> Close:
+    """/healthz on host:port, plain HTTP: few connections, short idle times (nobody authenticates here).
+    Returns what stops it."""
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=HEALTHZ_KEEPALIVE,
+                           logger=QuietServerLogger())
     await runner.setup()
-    await web.TCPSite(runner, host, port).start()
-    return runner
+    limit = connections.ConnectionLimit(MAX_HEALTHZ_CONNECTIONS)
+    try:
+        server = await connections.serve(lambda: FrontProtocol(runner.server), host, port, limit)
+    except OSError:
+        await runner.cleanup()
+        raise
+
+    async def close() -> None:
+        server.close()
+        await runner.cleanup()
+    return close
+
+
+async def serve_socket(app: web.Application, path: str) -> Close:
+    """The app on a root-only unix socket at path (replacing one a previous agent left).
+    Returns what stops it and removes the socket."""
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    try:
+        sock = await asyncio.to_thread(connections.bind_private_socket, path)
+    except OSError:
+        await runner.cleanup()
+        raise
+    await web.SockSite(runner, sock).start()
+
+    async def close() -> None:
+        await runner.cleanup()
+        await asyncio.to_thread(_remove, path)
+    return close
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

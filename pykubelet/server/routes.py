@@ -34,7 +34,9 @@ def auth_middleware(gate: Gate, host: Host):
             await gate.check(request.method, request.path, request.headers,
                              request.transport.get_extra_info("peercert") if request.transport else None)
         except Denied as e:
-            return _text(e.status, e.body)
+            response = web.Response(status=e.status, text=e.body, headers=e.headers)
+            response.force_close()  # a client refused keeps no connection open here
+            return response
         if not host.settings.server.enable_debugging_handlers and request.path.startswith(DEBUG_PREFIXES):
             return _text(405, "Debug endpoints are disabled.")
         if request.path.startswith("/logs/") and not host.settings.server.enable_system_log_handler:

@@ -24,7 +24,7 @@ log = get_logger(__name__)
 
 COPY_CHUNK = 64 * 1024
 HTTP_REASONS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-                405: "Method Not Allowed", 500: "Internal Server Error", 503: "Service Unavailable"}
+                405: "Method Not Allowed", 429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
 DROPPED_HEADERS = ("Host", "Authorization")  # the runtime's server is on loopback; credentials stay here
 
 

@@ -1,4 +1,4 @@
-"""`pykubelet pods` (what the agent runs, from its /pods) and `pykubelet cri ...` (crictl-like,
+"""`pykubelet pods` (what the agent runs, from its /pods on <root-dir>/pykubelet.sock, root only) and `pykubelet cri ...` (crictl-like,
 straight to the runtime over the same CRI client the agent uses)."""
 
 from __future__ import annotations
@@ -8,8 +8,6 @@ import asyncio
 import json
 import sys
 import time
-import urllib.error
-import urllib.request
 from typing import Any
 
 from google.protobuf.json_format import MessageToDict
@@ -17,6 +15,8 @@ from google.protobuf.json_format import MessageToDict
 from pykubelet.cri import errors
 from pykubelet.cri.client import CRIClient
 from pykubelet.cri.v1 import api_pb2 as api
+from pykubelet.config import Settings
+from pykubelet.util import unix_http
 
 DEFAULT_ENDPOINT = "unix:///run/containerd/containerd.sock"
 
@@ -56,12 +56,16 @@ def pods_table(pod_list: dict[str, Any]) -> str:
 
 
 def _pods(args: argparse.Namespace) -> int:
-    url = f"http://{args.address}:{args.port}/pods"
+    path = unix_http.agent_socket(args.root_dir)
     try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            pod_list = json.load(response)
-    except (urllib.error.URLError, OSError) as e:
-        print(f"pykubelet pods: cannot reach the agent at {url}: {e}. Is pykubelet running?", file=sys.stderr)
+        code, body = unix_http.get(path, "/pods", timeout=5)
+        pod_list = json.loads(body) if code == 200 else None
+    except (OSError, ValueError) as e:
+        print(f"pykubelet pods: cannot reach the agent at {path}: {e}. Is pykubelet running? (with this "
+              "--root-dir; as root)", file=sys.stderr)
+        return 1
+    if pod_list is None:
+        print(f"pykubelet pods: the agent answered HTTP {code} on {path}", file=sys.stderr)
         return 1
     if args.output == "json":
         print(json.dumps(pod_list, indent=2))
@@ -149,8 +153,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="pykubelet")
     sub = parser.add_subparsers(dest="command", required=True)
     pods = sub.add_parser("pods", help="pods the running agent manages, with their status")
-    pods.add_argument("--address", default="127.0.0.1", help="the agent's healthz address")
-    pods.add_argument("--port", type=int, default=10248, help="the agent's healthz port")
+    pods.add_argument("--root-dir", default=Settings().root_dir, help="the agent's --root-dir")
     pods.add_argument("-o", "--output", choices=("table", "json"), default="table")
     cri = sub.add_parser("cri", help="look at the container runtime directly (like crictl)")
     cri.add_argument("--runtime-endpoint", "-r", default=DEFAULT_ENDPOINT)

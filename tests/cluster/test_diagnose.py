@@ -34,7 +34,8 @@ async def test_a_pod_waiting_for_a_missing_configmap_is_explained_until_the_conf
                     "volumes": [{"name": "settings", "configMap": {"name": "app-config"}}]}})
 
     def last_line() -> str:
-        result = pykubelet("explain", "pod", "-n", namespace, "needs-config", "--port", str(node_agent.port))
+        result = pykubelet("explain", "pod", "-n", namespace, "needs-config", "--root-dir",
+                           str(node_agent.workdir / "root"))
         return result.stdout.rstrip("\n").splitlines()[-1] if result.returncode == 0 else result.stderr
 
     line = await wait_for(lambda: (lambda line: line if "cannot be set up" in line else None)(last_line()), 60,
@@ -82,7 +83,7 @@ def own_cluster(tmp_path: pathlib.Path):
 
 
 def doctor(agent: AgentProcess) -> tuple[int, dict[str, Any]]:
-    result = pykubelet("doctor", "-o", "json", "--healthz-port", str(agent.port))
+    result = pykubelet("doctor", "-o", "json", "--root-dir", str(agent.workdir / "root"))
     assert result.returncode in (0, 1), result.stderr
     return result.returncode, json.loads(result.stdout)
 

@@ -45,6 +45,13 @@ class FakeKube:
             self.objects[target]["status"] = copy.deepcopy(body["status"])
         return copy.deepcopy(self.objects[target])
 
+    async def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.writes.append(("replace", path, copy.deepcopy(body)))
+        if path not in self.objects:
+            raise errors.NotFound("", path, 404, "NotFound", "not found")
+        self.objects[path] = copy.deepcopy(body)
+        return copy.deepcopy(body)
+
     async def delete(self, path: str, body: dict[str, Any] | None = None) -> None:
         self.writes.append(("delete", path, copy.deepcopy(body)))
         if self.objects.pop(path, None) is None:

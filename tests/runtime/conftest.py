@@ -9,8 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from typing import Any
 
 import pytest
@@ -19,6 +17,7 @@ import yaml
 from pykubelet.cri import errors
 from pykubelet.cri.client import CRIClient
 from pykubelet.runtime import cgroups, labels
+from pykubelet.util import unix_http
 from tests.helpers import unmount_under, wait_for
 
 ENDPOINT = os.environ.get("PYKUBELET_TEST_ENDPOINT", "unix:///run/containerd/containerd.sock")
@@ -81,9 +80,11 @@ class AgentProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = workdir / "agent.log"
         self.runs = 0
+        self.last_extra: tuple[str, ...] = ()
 
     def start(self, *extra: str) -> "AgentProcess":
         self.runs += 1
+        self.last_extra = extra
         log = open(self.log_path, "ab")
         log.write(f"--- agent run {self.runs} ---\n".encode())
         log.flush()
@@ -113,22 +114,31 @@ class AgentProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    @property
+    def socket(self) -> str:
+        """The agent's root-only socket for /pods and /debug, in its --root-dir (later flags win)."""
+        flags = ["--root-dir", str(self.workdir / "root"), *self.extra, *self.last_extra]
+        root = [value for flag, value in zip(flags, flags[1:]) if flag == "--root-dir"][-1]
+        return unix_http.agent_socket(root)
+
+    def local_get(self, path: str) -> Any:
+        """The JSON the agent serves at path on its socket; None while it does not answer 200."""
+        try:
+            code, body = unix_http.get(self.socket, path, timeout=2)
+        except OSError:
+            return None
+        return json.loads(body) if code == 200 else None
+
     def pods(self) -> dict[str, dict[str, Any]] | None:
         """name -> pod (with status) from the agent's /pods; None while it does not answer."""
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/pods", timeout=2) as r:
-                return {p["metadata"]["name"]: p for p in json.load(r)["items"]}
-        except (urllib.error.URLError, OSError):
-            return None
+        pod_list = self.local_get("/pods")
+        return None if pod_list is None else {p["metadata"]["name"]: p for p in pod_list["items"]}
 
     def working_pods(self) -> int | None:
         """How many pods have a pod worker in the agent (/debug/agent): each is synced or terminated
         by one, which ends when the pod is gone."""
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/debug/agent", timeout=2) as r:
-                return int(json.load(r)["pods"])
-        except (urllib.error.URLError, OSError):
-            return None
+        agent = self.local_get("/debug/agent")
+        return None if agent is None else int(agent["pods"])
 
     async def wait_pod(self, name: str, condition, timeout: float, what: str) -> dict[str, Any]:
         """Wait until the pod `name` (node-qualified) is listed and condition(pod) holds."""

@@ -20,7 +20,7 @@ async def test_pods_and_cri_commands_show_the_running_pod(agent, cri, manifests)
     name = f"shown-{NODE}"
     pod = await agent.wait_pod(name, lambda p: phase(p) == "Running", 30, "Running")
 
-    table = pykubelet("pods", "--port", str(agent.port))
+    table = pykubelet("pods", "--root-dir", str(agent.workdir / "root"))
     (row,) = [line for line in table.splitlines() if name in line]
     assert "Running" in row and "1/1" in row and pod["status"]["podIP"] in row and "main=running" in row
 
@@ -33,6 +33,6 @@ async def test_pods_and_cri_commands_show_the_running_pod(agent, cri, manifests)
 
 
 def test_pods_command_says_when_no_agent_answers():
-    result = subprocess.run([sys.executable, "-m", "pykubelet.cli", "pods", "--port", "1"],
+    result = subprocess.run([sys.executable, "-m", "pykubelet.cli", "pods", "--root-dir", "/nonexistent"],
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 1 and "Is pykubelet running?" in result.stderr

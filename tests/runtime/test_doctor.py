@@ -111,7 +111,7 @@ async def test_a_stopped_agent_is_said_first_and_the_rest_is_still_checked(cri, 
     agent = AgentProcess(tmp_path, manifests).start()
     try:
         await wait_for(lambda: agent.pods() is not None, 30, "the agent to answer", describe=agent.describe)
-        code, report = doctor("--healthz-port", str(agent.port))
+        code, report = doctor("--root-dir", str(tmp_path / "root"))
         assert report["settings_from"] == f"the settings of the running agent (pid {agent.proc.pid})"
         first = report["checks"][0]
         assert (first["area"], first["status"]) == ("Agent", "OK") and f"pid {agent.proc.pid}" in first["title"]
@@ -126,7 +126,7 @@ async def test_a_stopped_agent_is_said_first_and_the_rest_is_still_checked(cri, 
     lines = result.stdout.splitlines()
     assert lines[1] == "Settings: the flags given to doctor"
     assert lines[3:5] == ["Agent", f"  FAIL  the agent is not running: nothing answers on "
-                                   f"http://127.0.0.1:{agent.port}/healthz"]
+                                   f"{tmp_path / 'root' / 'pykubelet.sock'}"]
     assert "Container runtime\n  OK    containerd " in result.stdout  # and the rest is checked
 
 
@@ -137,8 +137,8 @@ async def test_a_disk_pressure_threshold_above_the_free_space_is_disk_pressure(c
     agent = AgentProcess(tmp_path, manifests, "--config", str(config)).start()
     try:
         await wait_for(lambda: agent.pods() is not None, 30, "the agent to answer", describe=agent.describe)
-        # Only the healthz port: the rest (root dir, thresholds) doctor takes from the running agent.
-        code, report = doctor("--healthz-port", str(agent.port))
+        # Only the root dir (where its socket is): the rest (thresholds) doctor takes from the running agent.
+        code, report = doctor("--root-dir", str(tmp_path / "root"))
     finally:
         agent.shutdown()
     assert code == 1

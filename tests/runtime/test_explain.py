@@ -12,7 +12,8 @@ from tests.runtime.conftest import NODE, main_status, pod_manifest, write_manife
 
 
 def explain(agent, name: str, *extra: str) -> str:
-    result = subprocess.run([sys.executable, "-m", "pykubelet.cli", "explain", "pod", name, "--port", str(agent.port),
+    result = subprocess.run([sys.executable, "-m", "pykubelet.cli", "explain", "pod", name, "--root-dir",
+                             str(agent.workdir / "root"),
                              *extra], capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, f"explain failed: {result.stderr}"
     return result.stdout
@@ -79,9 +80,9 @@ async def test_a_failing_readiness_probe_is_named_with_its_output(agent, manifes
 
 
 async def test_explain_says_when_no_agent_answers_and_when_the_pod_is_unknown(agent):
-    result = subprocess.run([sys.executable, "-m", "pykubelet.cli", "explain", "pod", "x", "--port", "1"],
-                            capture_output=True, text=True, timeout=30)
+    result = subprocess.run([sys.executable, "-m", "pykubelet.cli", "explain", "pod", "x", "--root-dir",
+                             "/nonexistent"], capture_output=True, text=True, timeout=30)
     assert result.returncode == 1 and "Is pykubelet running?" in result.stderr
-    result = subprocess.run([sys.executable, "-m", "pykubelet.cli", "explain", "pod", "nosuch", "--port",
-                             str(agent.port)], capture_output=True, text=True, timeout=30)
+    result = subprocess.run([sys.executable, "-m", "pykubelet.cli", "explain", "pod", "nosuch", "--root-dir",
+                             str(agent.workdir / "root")], capture_output=True, text=True, timeout=30)
     assert result.returncode == 1 and "this node has no pod default/nosuch" in result.stderr

@@ -51,7 +51,7 @@ class FakeAgentEndpoint:
         return self
 
     async def _start(self) -> None:
-        app = local.build_app(StatusManager(), {"pleg": lambda: self.healthy})
+        app = local.build_healthz_app({"pleg": lambda: self.healthy})
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
