@@ -7,7 +7,7 @@
 #   fresh-check.sh              the rehearsal (`make fresh-check`): Go's module and build caches
 #                               start empty too, and the agent runs from a new virtualenv; as
 #                               slow as a new machine (tens of minutes on 2 cores)
-#   fresh-check.sh --link-only  what CI runs every time (tests/build/): the same steps, reusing the
+#   fresh-check.sh --link-only  what CI runs every time (tests/cache_miss/): the same steps, reusing the
 #                               machine's Go module and build caches, so the compiler finds its work
 #                               done and only the linker runs (minutes)
 # Options: --keep (leave the work directory, and the cache in it, for a look afterwards);
