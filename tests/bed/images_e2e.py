@@ -54,6 +54,9 @@ CACHE = Path(os.environ.get("PYKUBELET_CACHE", "/var/cache/pykubelet"))
 E2E_BIN = CACHE / "e2e" / K8S_VERSION / "bin"  # agnhost and nnp, from build-conformance.sh
 DEBS = CACHE / "e2e" / "debs"
 BUSYBOX = CACHE / "e2e" / "busybox-1.37.0" / "busybox"  # from build-busybox.sh
+# Go's module cache, where build-conformance.sh's k8s.io/kubernetes source is: k8s-module.sh's rule
+# (PYKUBELET_GO_CACHE when set, as fresh-check.sh --link-only sets it).
+GO_MODULES = Path(os.environ.get("PYKUBELET_GO_CACHE", CACHE / "go")) / "mod"
 E2E_REGISTRY = "registry.k8s.io/e2e-test-images"
 # Part of every image's cache key: bump it when the way a layer is put together changes.
 LAYOUT_VERSION = b"e2e-layout-3\0"
@@ -156,7 +159,7 @@ def _built(path: Path) -> Path:
 
 def _k8s_source(relative: str) -> Path:
     """A file of the k8s.io/kubernetes module source (in the Go module cache)."""
-    path = CACHE / "go" / "mod" / "k8s.io" / f"kubernetes@{K8S_VERSION}" / relative
+    path = GO_MODULES / "k8s.io" / f"kubernetes@{K8S_VERSION}" / relative
     if not path.is_file():
         raise SystemExit(f"images_e2e.py: {path} missing: run tests/bed/build-conformance.sh first")
     return path
