@@ -92,16 +92,21 @@ async def namespace(cluster):
     kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
-@pytest.fixture
-async def node_agent(cluster, cri, tmp_path: pathlib.Path):  # noqa: F811
-    """pykubelet joined to the cluster as node `pkltest`, with a node identity, until it is Ready."""
+def start_joined_agent(tmp_path: pathlib.Path, *flags: str) -> AgentProcess:
+    """pykubelet started as node `pkltest` with a node identity (tmp_path/manifests its static pods)."""
     manifests = tmp_path / "manifests"
     manifests.mkdir()
     kubeconfig = tmp_path / "node.kubeconfig"
     cluster_sh("node-kubeconfig", NODE, str(kubeconfig), timeout=60)
     # The client CA lets the apiserver in with its kubelet client certificate (logs, exec, stats).
-    agent = AgentProcess(tmp_path, manifests, "--kubeconfig", str(kubeconfig), "--client-ca-file",
-                         str(STATE / "pki" / "ca.crt"), "--node-labels", "pykubelet.test/role=worker").start()
+    return AgentProcess(tmp_path, manifests, "--kubeconfig", str(kubeconfig), "--client-ca-file",
+                        str(STATE / "pki" / "ca.crt"), *flags).start()
+
+
+@pytest.fixture
+async def node_agent(cluster, cri, tmp_path: pathlib.Path):  # noqa: F811
+    """pykubelet joined to the cluster as node `pkltest`, with a node identity, until it is Ready."""
+    agent = start_joined_agent(tmp_path, "--node-labels", "pykubelet.test/role=worker")
     await wait_for(lambda: node_condition(node_object()).get("status") == "True", 60, "node Ready",
                    describe=agent.describe)
     yield agent

@@ -19,10 +19,10 @@ from datetime import datetime
 import pytest
 
 from pykubelet.kube.client import KubeClient
-from tests.cluster.conftest import ADMIN, STATE, cluster_sh, kubectl, node_condition, node_object
+from tests.cluster.conftest import ADMIN, kubectl, node_condition, node_object, start_joined_agent
 from tests.cluster.test_kubelet_api import api_answers, direct, pod, start
 from tests.helpers import unmount_under, wait_for
-from tests.runtime.conftest import NODE, AgentProcess
+from tests.runtime.conftest import NODE
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 RENEW_INTERVAL = 10.0  # the 40 s lease, renewed every quarter of it
@@ -115,13 +115,8 @@ def open_files_limit_of(pid: int) -> tuple[str, str]:
 @pytest.fixture
 async def node_agent_started_with_1024_files(cluster, cri, tmp_path: pathlib.Path):  # noqa: F811
     """Like node_agent, but started with a soft limit of 1024 open files, as systemd starts services."""
-    manifests = tmp_path / "manifests"
-    manifests.mkdir()
-    kubeconfig = tmp_path / "node.kubeconfig"
-    cluster_sh("node-kubeconfig", NODE, str(kubeconfig), timeout=60)
     with open_files_soft_limit(1024):
-        agent = AgentProcess(tmp_path, manifests, "--kubeconfig", str(kubeconfig), "--client-ca-file",
-                             str(STATE / "pki" / "ca.crt")).start()
+        agent = start_joined_agent(tmp_path)
     await wait_for(lambda: api_answers(agent), 60, "the agent's kubelet API", describe=agent.describe)
     yield agent
     agent.shutdown()
