@@ -45,24 +45,33 @@ class Markdown:
     headings: list[str]
 
 
+# An inline code span: backticks to the same number of backticks, across line breaks but not
+# across a blank line (the end of a paragraph).
+SPAN = re.compile(r"(`+)((?:(?!\n[ \t]*\n).)+?)\1", re.S)
+
+
 def parse(doc: pathlib.Path, text: str | None = None) -> Markdown:
     md = Markdown([], [], [])
     fence, blocks = "", 0
+    outside: list[str] = []  # every line, fenced ones blanked, so offsets keep their line numbers
     for number, line in enumerate((doc.read_text() if text is None else text).splitlines(), 1):
         marker = re.match(r"\s*(```|~~~)", line)
         if marker and (not fence or marker.group(1) == fence):
             fence = "" if fence else marker.group(1)
             blocks += bool(fence)
-            continue
-        if fence:
+            outside.append("")
+        elif fence:
             md.code.append(Code(doc, number, line, blocks))
-            continue
-        for span in re.finditer(r"(`+)(.+?)\1", line):
-            md.code.append(Code(doc, number, span.group(2).strip(), None))
-        prose = re.sub(r"(`+)(.+?)\1", "", line)
-        md.prose.append((number, prose))
-        if re.match(r"#{1,6} ", line):
-            md.headings.append(line.lstrip("#").strip())
+            outside.append("")
+        else:
+            outside.append(line)
+            if re.match(r"#{1,6} ", line):
+                md.headings.append(line.lstrip("#").strip())
+    joined = "\n".join(outside)
+    for span in SPAN.finditer(joined):
+        md.code.append(Code(doc, joined.count("\n", 0, span.start()) + 1, " ".join(span.group(2).split()), None))
+    prose = SPAN.sub(lambda span: "\n" * span.group(0).count("\n"), joined)
+    md.prose = list(enumerate(prose.split("\n"), 1))
     return md
 
 
