@@ -119,7 +119,7 @@ def kubeadm_init(node: KubeadmNode) -> ControlPlane:
     images_for(node)
     token = new_token()
     kubeadm(node, "init", config=init_config(node, token))
-    # README "Use it as your kubelet": pykubelet routes to every node's pods, so nodes may list Nodes
+    # docs/kubeadm.md, step 5: pykubelet routes to every node's pods, so nodes may list Nodes
     node.kubectl("apply", "-f", str(REPO / "cni" / "node-network-rbac.yaml"))
     return ControlPlane(node, token)
 

@@ -57,7 +57,7 @@ cgroupDriver: systemd
 YAML
     say "kubeadm init (pykubelet runs the control plane)"
     kubeadm init --config /root/kubeadm-init.yaml
-    # pykubelet routes every node's pod network: it lists the Nodes (README, "The pod network")
+    # pykubelet routes every node's pod network: it lists the Nodes (docs/network.md)
     kubectl apply -f "$repo/cni/node-network-rbac.yaml"
 fi
 if id vagrant >/dev/null 2>&1; then  # `vagrant ssh cp -c 'kubectl get nodes'`
