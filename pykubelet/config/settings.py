@@ -159,7 +159,7 @@ class ClusterSettings:
 
 @dataclass
 class NetworkSettings:
-    """The pod network (README: "The pod network"). Modes:
+    """The pod network (docs/network.md). Modes:
     agent: the agent runs CNI (through its shim) and routes to other nodes' podCIDRs;
     runtime: containerd runs the CNI config in cni_conf_dir (a CNI DaemonSet's, or ours
     when write_runtime_config)."""

@@ -1,4 +1,4 @@
-"""The node's pod network, for the agent's lifetime (README: "The pod network").
+"""The node's pod network, for the agent's lifetime (docs/network.md).
 
 Once the podCIDR is known (config when standalone, the Node's spec.podCIDR in a cluster) it
 is pushed to the runtime and the network is configured for the mode:
