@@ -84,7 +84,8 @@ def _http_get(r: FieldReader, obj: dict[str, Any], path: str) -> HTTPGetAction:
                          headers=tuple(headers))
 
 
-def _action(r: FieldReader, handler: dict[str, Any], path: str, kinds: tuple[str, ...]) -> ProbeAction | HookAction | None:
+def _action(r: FieldReader, handler: dict[str, Any], path: str,
+            kinds: tuple[str, ...]) -> ProbeAction | HookAction | None:
     """The one action `handler` names; the apiserver's messages for none or several."""
     given = [k for k in kinds if handler.get(k) is not None]
     if not given:
