@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pykubelet.api.probe import LifecycleHandler, Probe
+
 
 RESTART_POLICIES = ("Always", "OnFailure", "Never")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
@@ -59,11 +61,6 @@ class Volume:
     """The `<kind>` object as written (emptyDir.medium, hostPath.path, configMap.items...)."""
 
 
-Handler = dict[str, Any]
-"""A lifecycle hook's handler as written: exactly one of exec, httpGet, sleep (tcpSocket is
-accepted and never run); validated by pod_parse."""
-
-
 @dataclass(frozen=True)
 class Container:
     name: str
@@ -81,7 +78,11 @@ class Container:
     restart_policy: str = ""
     """Only on init containers: "Always" makes it a sidecar (started in order, kept running)."""
     volume_mounts: tuple[VolumeMount, ...] = ()
-    post_start: Handler | None = field(default=None, compare=False)
+    startup_probe: Probe | None = field(default=None, compare=False)
+    """Until it succeeds, the container is not started and its other probes do not run."""
+    liveness_probe: Probe | None = field(default=None, compare=False)
+    readiness_probe: Probe | None = field(default=None, compare=False)
+    post_start: LifecycleHandler | None = field(default=None, compare=False)
     """lifecycle.postStart: run right after the container started."""
     pre_stop: Handler | None = field(default=None, compare=False)
     """lifecycle.preStop: run before the container is stopped, inside its grace period."""
@@ -230,5 +231,5 @@ def default_pull_policy(image: str) -> str:
 # Parsing lives in pod_parse.py; `from pykubelet.api.pod import parse_pod` keeps working.
 from pykubelet.api.pod_parse import parse_pod  # noqa: E402  (after the model it builds)
 
-__all__ = ["Container", "ContainerPort", "EnvVar", "Handler", "Pod", "Volume", "VolumeMount", "parse_pod",
+__all__ = ["Container", "ContainerPort", "EnvVar", "LifecycleHandler", "Pod", "Probe", "Volume", "VolumeMount", "parse_pod",
            "unsupported_fields"]

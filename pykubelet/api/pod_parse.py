@@ -14,6 +14,7 @@ from typing import Any
 
 from pykubelet.api.errors import FieldError, InvalidObject
 from pykubelet.api.field_reader import FieldReader as _Reader
+from pykubelet.api.probe_parse import ContainerProbes, parse_container_probes
 from pykubelet.api.pod import (DEFAULT_GRACE_SECONDS, PROTOCOLS, PULL_POLICIES, RESTART_POLICIES, Container,
                                ContainerPort, EnvVar, Pod, Volume, VolumeMount, default_pull_policy)
 from pykubelet.api.quantity import cpu_millis, quantity_bytes
@@ -62,7 +63,7 @@ def _requests(r: _Reader, container: dict[str, Any], path: str) -> tuple[int, in
 
 
 def _parse_container(r: _Reader, raw: Any, path: str, host_network: bool = False,
-                     init: bool = False) -> Container | None:
+                     init: bool = False, ephemeral: bool = False) -> Container | None:
     obj = r.mapping(raw, path)
     if not obj:
         r.fail(path, "must be a container object")
@@ -86,7 +87,8 @@ def _parse_container(r: _Reader, raw: Any, path: str, host_network: bool = False
     if host_network:  # the API's defaulting: a host-network pod holds its container ports on the node
         ports = [dataclasses.replace(p, host_port=p.host_port or p.container_port) if p else p for p in ports]
     requests = _requests(r, obj, path)
-    lifecycle = obj.get("lifecycle") if isinstance(obj.get("lifecycle"), dict) else {}
+    probes = ContainerProbes() if ephemeral else parse_container_probes(
+        r, obj, path, init=init, sidecar=init and obj.get("restartPolicy") == "Always")
     return Container(
         name=name,
         image=image,
@@ -102,8 +104,11 @@ def _parse_container(r: _Reader, raw: Any, path: str, host_network: bool = False
         stdin=r.boolean(obj, "stdin", path),
         restart_policy=r.choice(obj, "restartPolicy", path, ("Always",), "") if init else "",
         volume_mounts=tuple(_parse_mounts(r, obj, path)),
-        post_start=_handler(lifecycle.get("postStart")),
-        pre_stop=_handler(lifecycle.get("preStop")),
+        startup_probe=probes.startup_probe,
+        liveness_probe=probes.liveness_probe,
+        readiness_probe=probes.readiness_probe,
+        post_start=probes.post_start,
+        pre_stop=probes.pre_stop,
         raw=obj,
     )
 
@@ -119,11 +124,7 @@ def _parse_ephemeral(r: _Reader, obj: Any, path: str) -> Container | None:
         for key in _NOT_FOR_EPHEMERAL:
             if obj.get(key) not in (None, [], {}, ""):
                 r.fail(f"{path}.{key}", "Forbidden: cannot be set for an Ephemeral Container")
-    return _parse_container(r, obj, path, host_network=False)
-
-
-def _handler(value: Any) -> dict[str, Any] | None:
-    return value if isinstance(value, dict) and value else None  # its fields: _check_node_local
+    return _parse_container(r, obj, path, host_network=False, ephemeral=True)
 
 
 def _parse_mounts(r: _Reader, container: dict[str, Any], path: str) -> list[VolumeMount]:
@@ -234,14 +235,13 @@ def parse_pod(raw: Any, where: str) -> Pod:
 
 
 TERMINATION_MESSAGE_POLICIES = ("File", "FallbackToLogsOnError")
-_HANDLERS = ("exec", "httpGet", "tcpSocket", "sleep")
 _SYSCTL_NAME = re.compile(r"^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$")
 
 
 def _check_node_local(r: _Reader, spec: dict[str, Any], containers: list[Any], init_containers: list[Any],
                       ephemerals: list[Any] = ()) -> None:
     """Validation of the node-local fields (namespaces, sysctls, hostAliases, hostname,
-    termination messages, lifecycle hooks) that the Pod properties above read."""
+    termination messages) that the Pod properties above read."""
     for key in ("hostPID", "hostIPC", "shareProcessNamespace"):
         r.boolean(spec, key, "spec")
     if spec.get("hostPID") and spec.get("shareProcessNamespace"):
@@ -286,13 +286,3 @@ def _check_node_local(r: _Reader, spec: dict[str, Any], containers: list[Any], i
             message_path = r.string(container, "terminationMessagePath", path)
             if message_path and not message_path.startswith("/"):
                 r.fail(f"{path}.terminationMessagePath", f"Invalid value: {message_path!r}: must be an absolute path")
-            lifecycle = r.mapping(container.get("lifecycle"), f"{path}.lifecycle")
-            for hook in ("postStart", "preStop"):
-                handler = r.mapping(lifecycle.get(hook), f"{path}.lifecycle.{hook}")
-                kinds = [k for k in _HANDLERS if handler.get(k) is not None]
-                if handler and len(kinds) != 1:
-                    r.fail(f"{path}.lifecycle.{hook}", "must specify exactly one handler type "
-                                                       "(exec, httpGet, tcpSocket or sleep)")
-                if "sleep" in kinds:
-                    r.integer(r.mapping(handler["sleep"], f"{path}.lifecycle.{hook}.sleep"), "seconds",
-                              f"{path}.lifecycle.{hook}.sleep", 0, 0, 2**31 - 1)

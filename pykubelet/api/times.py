@@ -21,3 +21,11 @@ def now_rfc3339() -> str:
 def micro_time() -> str:
     """Now as metav1.MicroTime."""
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def seconds_from_rfc3339(value: str) -> float:
+    """A metav1.Time as seconds since the epoch; 0.0 for "" or a value that is not one."""
+    try:
+        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+    except (TypeError, ValueError):
+        return 0.0

@@ -218,7 +218,7 @@ class ContainerStarter:
                  restartCount=restart_count)
         if container.post_start:
             # The kubelet gives postStart no deadline; ours is the slow-call timeout.
-            message = await run_hook(self.cri, container.post_start, container.raw, container_id, pod_ip,
+            message = await run_hook(self.cri, container.post_start, name, container.ports, container_id, pod_ip,
                                      _pod_desc(pod), self.cri.slow_timeout)
             if message:
                 log.error("Failed to execute PostStartHook", pod=pod.full_name, container=name,

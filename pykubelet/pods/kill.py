@@ -8,10 +8,10 @@ Only a pod's worker calls these, so nothing here races with itself for the same 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 
 from pykubelet.api.pod import Pod
+from pykubelet.api.probe_parse import recorded_handler
 from pykubelet.kube.events import NORMAL, WARNING, EventRecorder, pod_ref
 from pykubelet.pods.history import PodHistory
 from pykubelet.probes.hooks import run_hook
@@ -32,14 +32,6 @@ MIN_GRACE_AFTER_PRE_STOP = 2  # the kubelet's minimal shutdown window, so a slow
 def _pod_desc(pod: Pod) -> str:
     """How the kubelet names a pod in messages: name_namespace(uid)."""
     return f"{pod.name}_{pod.namespace}({pod.uid})"
-
-
-def _recorded_hook(annotation: str) -> dict | None:
-    try:
-        hook = json.loads(annotation) if annotation else None
-    except ValueError:
-        return None  # not ours: someone else wrote the annotation
-    return hook if isinstance(hook, dict) else None
 
 
 class PodKiller:
@@ -72,18 +64,18 @@ class PodKiller:
         if pod is not None:
             self._event(pod, name, NORMAL, "Killing", message or f"Stopping container {name}")
             container = next((c for c in (*pod.init_containers, *pod.containers) if c.name == name), None)
-            spec = container.raw if container is not None else {"name": name}
+            ports = container.ports if container is not None else ()
             pre_stop, pod_desc = container.pre_stop if container is not None else None, _pod_desc(pod)
         else:
-            spec = {"name": name}
-            pre_stop = _recorded_hook(recorded.pre_stop) if recorded is not None else None
+            ports = ()
+            pre_stop = recorded_handler(recorded.pre_stop) if recorded is not None else None
             pod_desc = f"{state.name}_{state.namespace}({state.uid})" if state is not None else ""
         loop = asyncio.get_running_loop()
         began, pre_stop_outcome, full_grace = loop.time(), "", grace
         if pre_stop and grace > 0:
             try:
                 failure = await asyncio.wait_for(
-                    run_hook(self.cri, pre_stop, spec, container_id, pod_ip, pod_desc, grace), grace)
+                    run_hook(self.cri, pre_stop, name, ports, container_id, pod_ip, pod_desc, grace), grace)
             except asyncio.TimeoutError:
                 failure, pre_stop_outcome = "", f"did not finish within {grace}s"
                 log.info("PreStop hook not completed in grace period", pod=pod_desc, container=name,

@@ -224,7 +224,7 @@ class PodWorker:
         probes.retain(self.uid, set(running))
         pod_ip = state.pod_ip(pod.host_network, self.deps.host_ip)
         for c in running.values():
-            probes.track(pod, containers[c.name].raw, c.id, pod_ip, c.started_at)
+            probes.track(pod, containers[c.name], c.id, pod_ip, c.started_at)
 
     async def _report_while(self, stopping: asyncio.Future[None], pod: Pod) -> None:
         """Wait for `stopping`; meanwhile, on each wake-up (a probe result, a container's exit),

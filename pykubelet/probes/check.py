@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import Sequence
 from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 import grpc
 
 from pykubelet import KUBE_MINOR_VERSION
+from pykubelet.api.pod import ContainerPort
+from pykubelet.api.probe import ExecAction, GRPCAction, HTTPGetAction, Port, Probe, TCPSocketAction
 from pykubelet.cri import errors
 from pykubelet.runtime.service import Runtime
 from pykubelet.probes.grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -26,33 +28,28 @@ REDIRECTS = (301, 302, 303, 307, 308)
 KUBE_VERSION = KUBE_MINOR_VERSION
 
 
-def resolve_port(value: Any, container: dict[str, Any]) -> int:
+def resolve_port(value: Port, ports: Sequence[ContainerPort]) -> int:
     """A number, or the name of one of the container's ports."""
     if isinstance(value, int):
         return value
-    for port in container.get("ports") or []:
-        if port.get("name") == value:
-            return int(port["containerPort"])
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
+    for port in ports:
+        if port.name == value:
+            return port.container_port
     raise ValueError(f"unknown port {value!r}")
 
 
-async def http_get(http: dict[str, Any], container: dict[str, Any], pod_ip: str, timeout: float,
+async def http_get(http: HTTPGetAction, ports: Sequence[ContainerPort], pod_ip: str, timeout: float,
                    user_agent: str) -> tuple[int, str]:
     """GET an httpGet action's URL (host defaults to the pod IP); (status code, start of the body).
 
     Redirects are followed on the same host only, at most MAX_REDIRECTS times: a redirect to
     another host ends the request with that 3xx answer (the kubelet's prober does not go where a
     container points it)."""
-    scheme = (http.get("scheme") or "HTTP").lower()
-    path = http.get("path") or "/"
-    if not path.startswith("/"):
-        path = "/" + path
-    url = f"{scheme}://{http.get('host') or pod_ip}:{resolve_port(http.get('port'), container)}{path}"
+    path = http.path if http.path.startswith("/") else "/" + http.path
+    url = f"{http.scheme.lower()}://{http.host or pod_ip}:{resolve_port(http.port, ports)}{path}"
     host = urlsplit(url).hostname
     headers = {"User-Agent": user_agent, "Accept": "*/*"}
-    headers.update({h["name"]: h["value"] for h in http.get("httpHeaders") or []})
+    headers.update({h.name: h.value for h in http.headers})
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
         for _ in range(MAX_REDIRECTS + 1):
             async with session.get(url, headers=headers, ssl=False, allow_redirects=False) as response:
@@ -97,38 +94,35 @@ async def grpc_check(host: str, port: int, service: str, timeout: float) -> tupl
     return True, ""
 
 
-async def run_probe(cri: Runtime, probe: dict[str, Any], container: dict[str, Any], container_id: str,
+async def run_probe(cri: Runtime, probe: Probe, ports: Sequence[ContainerPort], container_id: str,
                     pod_ip: str) -> tuple[bool, str]:
-    timeout = float(probe.get("timeoutSeconds") or 1)
+    timeout = float(probe.timeout_seconds)
+    action = probe.action
     try:
-        if "exec" in probe:
-            command = list((probe["exec"] or {}).get("command") or [])
+        if isinstance(action, ExecAction):
+            command = list(action.command)
             try:
-                answer = await cri.exec_sync(container_id, command, int(timeout))
+                answer = await cri.exec_sync(container_id, command, probe.timeout_seconds)
             except errors.DeadlineExceeded:
                 return False, f"command timed out after {timeout:g}s"
             if answer.exit_code == 0:
                 return True, ""
             output = (answer.stdout + answer.stderr).decode(errors="replace").strip()
             return False, output or f"command {command} exited with {answer.exit_code}"
-        if "httpGet" in probe:
-            status, body = await http_get(probe["httpGet"] or {}, container, pod_ip, timeout,
-                                          f"kube-probe/{KUBE_VERSION}")
+        if isinstance(action, HTTPGetAction):
+            status, body = await http_get(action, ports, pod_ip, timeout, f"kube-probe/{KUBE_VERSION}")
             if 300 <= status < 400:  # a redirect elsewhere: success, with a warning (the kubelet's)
                 return True, f"Probe terminated redirects, Response body: {body}"
             if 200 <= status < 300:
                 return True, ""
             return False, f"HTTP probe failed with statuscode: {status} {body[:200]}".rstrip()
-        if "tcpSocket" in probe:
-            tcp = probe["tcpSocket"] or {}
-            port = resolve_port(tcp.get("port"), container)
-            _, writer = await asyncio.wait_for(asyncio.open_connection(tcp.get("host") or pod_ip, port), timeout)
+        if isinstance(action, TCPSocketAction):
+            port = resolve_port(action.port, ports)
+            _, writer = await asyncio.wait_for(asyncio.open_connection(action.host or pod_ip, port), timeout)
             writer.close()
             return True, ""
-        if "grpc" in probe:
-            action = probe["grpc"] or {}
-            return await grpc_check(pod_ip, int(action.get("port") or 0), action.get("service") or "", timeout)
-        return True, ""  # unknown handlers: the API allows none other
+        assert isinstance(action, GRPCAction)
+        return await grpc_check(pod_ip, action.port, action.service, timeout)
     except (aiohttp.ClientError, OSError, asyncio.TimeoutError, ValueError) as e:
         return False, f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
     except errors.CRIError as e:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import Sequence
 
 import aiohttp
 
+from pykubelet.api.pod import ContainerPort
+from pykubelet.api.probe import ExecAction, HTTPGetAction, LifecycleHandler, SleepAction
 from pykubelet.cri import errors
 from pykubelet.runtime.service import Runtime
 from pykubelet.probes.check import KUBE_VERSION, http_get
@@ -23,15 +25,16 @@ def _go_list(command: list[str]) -> str:
     return "[" + " ".join(command) + "]"  # how Go's %v prints a []string
 
 
-async def run_hook(cri: Runtime, handler: dict[str, Any], container: dict[str, Any], container_id: str,
-                   pod_ip: str, pod_desc: str, timeout: float) -> str:
+async def run_hook(cri: Runtime, handler: LifecycleHandler, container_name: str, ports: Sequence[ContainerPort],
+                   container_id: str, pod_ip: str, pod_desc: str, timeout: float) -> str:
     """Run one hook handler within `timeout` seconds; "" on success, else why it failed.
 
-    `pod_desc` is the pod as the kubelet names it in messages: name_namespace(uid).
+    `ports` are the container's (an httpGet hook may name one); `pod_desc` is the pod as the
+    kubelet names it in messages: name_namespace(uid).
     """
-    name = container.get("name", "")
-    if handler.get("exec") is not None:
-        command = list((handler["exec"] or {}).get("command") or [])
+    name, action = container_name, handler.action
+    if isinstance(action, ExecAction):
+        command = list(action.command)
         output = b""
         try:
             answer = await cri.exec_sync(container_id, command, max(1, int(timeout)))
@@ -46,18 +49,16 @@ async def run_hook(cri: Runtime, handler: dict[str, Any], container: dict[str, A
             return ""
         return (f"Exec lifecycle hook ({_go_list(command)}) for Container {json.dumps(name)} in Pod "
                 f"{json.dumps(pod_desc)} failed - error: {error}, message: {json.dumps(output.decode(errors='replace'))}")
-    if handler.get("httpGet") is not None:
-        http = handler["httpGet"] or {}
+    if isinstance(action, HTTPGetAction):
         try:
-            await http_get(http, container, pod_ip, timeout, f"kube-lifecycle/{KUBE_VERSION}")
+            await http_get(action, ports, pod_ip, timeout, f"kube-lifecycle/{KUBE_VERSION}")
             return ""
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError, ValueError) as e:
             error = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-        return (f"HTTP lifecycle hook ({http.get('path') or ''}) for Container {json.dumps(name)} in Pod "
+        return (f"HTTP lifecycle hook ({action.path}) for Container {json.dumps(name)} in Pod "
                 f"{json.dumps(pod_desc)} failed - error: {error}")
-    if handler.get("sleep") is not None:
-        seconds = float((handler["sleep"] or {}).get("seconds") or 0)
-        await asyncio.sleep(min(seconds, timeout))
+    if isinstance(action, SleepAction):
+        await asyncio.sleep(min(float(action.seconds), timeout))
         return ""
     # tcpSocket is accepted by the API for old manifests but was never run as a hook.
-    return f"Cannot run handler: invalid handler: {json.dumps(handler)}"
+    return f"Cannot run handler: invalid handler: {json.dumps(handler.to_dict())}"

@@ -44,7 +44,7 @@ def container_annotations(pod: Pod, container: Container, container_hash: str, r
         POD_TERMINATION_GRACE: str(pod.termination_grace_period_seconds),
     }
     if container.pre_stop:  # so the hook still runs for a container whose pod spec is gone
-        annotations[PRE_STOP_HANDLER] = json.dumps(container.pre_stop, sort_keys=True)
+        annotations[PRE_STOP_HANDLER] = json.dumps(container.pre_stop.to_dict(), sort_keys=True)
     if container.ports:
         annotations[CONTAINER_PORTS] = json.dumps([
             {k: v for k, v in (("name", p.name), ("hostPort", p.host_port), ("containerPort", p.container_port),

@@ -13,6 +13,7 @@ from pykubelet.cri import errors
 from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.probes.check import grpc_check
 from pykubelet.probes.grpc_health.v1 import health_pb2, health_pb2_grpc
+from pykubelet.api.probe import ExecAction, HTTPGetAction, LifecycleHandler, SleepAction, TCPSocketAction
 from pykubelet.probes.hooks import run_hook
 from pykubelet.runtime import cgroups, specs
 
@@ -95,24 +96,24 @@ class FakeExec:
 
 async def test_exec_hook_success_and_failure_messages():
     ok = FakeExec()
-    assert await run_hook(ok, {"exec": {"command": ["true"]}}, {"name": "app"}, "cid", "", "web_default(u1)", 30) == ""
+    assert await run_hook(ok, LifecycleHandler(ExecAction(("true",))), "app", (), "cid", "", "web_default(u1)", 30) == ""
     assert ok.calls == [("cid", ["true"], 30)]
     bad = FakeExec(exit_code=3, stderr=b"nope")
-    message = await run_hook(bad, {"exec": {"command": ["sh", "-c", "exit 3"]}}, {"name": "app"}, "cid", "",
+    message = await run_hook(bad, LifecycleHandler(ExecAction(("sh", "-c", "exit 3"))), "app", (), "cid", "",
                              "web_default(u1)", 30)
     assert message == ('Exec lifecycle hook ([sh -c exit 3]) for Container "app" in Pod "web_default(u1)" failed - '
                        "error: command 'sh -c exit 3' exited with 3: nope, message: \"nope\"")
 
 
 async def test_http_hook_fails_only_without_an_answer():
-    message = await run_hook(None, {"httpGet": {"host": "127.0.0.1", "port": 1, "path": "/x"}}, {"name": "app"},
-                             "cid", "", "web_default(u1)", 2)
+    message = await run_hook(None, LifecycleHandler(HTTPGetAction(host="127.0.0.1", port=1, path="/x")), "app",
+                             (), "cid", "", "web_default(u1)", 2)
     assert message.startswith('HTTP lifecycle hook (/x) for Container "app" in Pod "web_default(u1)" failed - error: ')
 
 
 async def test_sleep_hook_is_cut_at_the_deadline_and_tcp_socket_is_not_a_hook():
-    assert await run_hook(None, {"sleep": {"seconds": 100}}, {"name": "app"}, "cid", "", "p", 0.05) == ""
-    assert (await run_hook(None, {"tcpSocket": {"port": 80}}, {"name": "app"}, "cid", "", "p", 1)
+    assert await run_hook(None, LifecycleHandler(SleepAction(100)), "app", (), "cid", "", "p", 0.05) == ""
+    assert (await run_hook(None, LifecycleHandler(TCPSocketAction(port=80)), "app", (), "cid", "", "p", 1)
             ).startswith("Cannot run handler: invalid handler")
 
 
