@@ -109,10 +109,12 @@ class ContainerStarter:
         if isinstance(created, StepResult):
             report(created)
             return False
-        # 5. StartContainer (RunContainerError); a sandbox that went away meanwhile is no failure.
+        # 5. StartContainer (RunContainerError; None: the sandbox went away meanwhile, no failure).
         started = await self._run(pod, container, latest, created, sandbox_id, restart_count, began)
-        if started is not None and report(started).ok and container.post_start:
-            # 6. postStart: a hook that fails kills the container (PostStartHookError).
+        if started is None or not report(started).ok:
+            return True
+        # 6. postStart: a hook that fails kills the container (PostStartHookError).
+        if container.post_start:
             await self._post_start(pod, container, created, pod_ip, result)
         return True
 
@@ -138,7 +140,8 @@ class ContainerStarter:
     async def _image(self, pod: Pod, container: Container,
                      sandbox_config: api.PodSandboxConfig) -> tuple[StepResult, str]:
         """The pull's outcome, and the image to create the container from ("" when there is none)."""
-        name, pulled = container.name, []  # type: ignore[var-annotated]
+        name = container.name
+        pulled: list[tuple[float, int]] = []  # (seconds, bytes) of a pull that happened now
         try:
             image_ref = await self.images.ensure(container, sandbox_config, pod.full_name,
                                                  lambda kind, reason, message: self.reporter.event(pod, name, kind,
@@ -161,8 +164,8 @@ class ContainerStarter:
         try:
             return await self.configs.build(pod, container, image_ref, restart_count, pod_ip, sandbox_config)
         except ContainerConfigError as e:
-            return container_failure(Action.START_CONTAINER, name, StartFacts(), CREATE_CONTAINER_CONFIG_ERROR, str(e),
-                                     retry_in=self.restart_backoff.delay(_restart_key(pod, container)) or 10.0,
+            return container_failure(Action.START_CONTAINER, name, StartFacts(), CREATE_CONTAINER_CONFIG_ERROR,
+                                     str(e), retry_in=self.restart_backoff.delay(_restart_key(pod, container)) or 10.0,
                                      events=(_failed(name, str(e)),),
                                      logs=(_error("Container configuration is invalid", name, str(e)),))
 

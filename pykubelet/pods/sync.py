@@ -68,17 +68,18 @@ class PodSyncer:
         # 1. What to do, from the spec and the runtime's state alone (pods/actions.py).
         actions = compute_pod_actions(pod, state, unhealthy, unstarted)
         finished = is_terminal(pod, state)
-        # 2. Stop what must not run: the pod when its sandbox is replaced, the sandbox of a pod
-        #    done for good, containers whose spec changed, whose probe gave up, in an old sandbox.
-        result.changed = await self._stop(pod, state, actions, finished, kill_graces or {})
-        # 3. Volumes: set up before any container starts; a finished pod's are torn down.
+        # 2. Kill the pod when its sandbox is replaced; stop the sandbox of a pod done for good.
+        result.changed = await self._stop_pod(pod, state, actions, finished)
+        # 3. Kill the containers that must not run (changed spec, failed probe, old sandbox).
+        result.changed |= await self._stop_containers(pod, state, actions, kill_graces or {})
+        # 4. Volumes: set up before any container starts; a finished pod's are torn down.
         if finished:
             await self.api_volumes.teardown(pod)
         elif not actions.kill_pod and not await self._mount_volumes(pod, actions.start, result):
             return result
         if not actions.start:
             return result
-        # 4. The sandbox: kept, or created (with its back-off).
+        # 5. The sandbox: kept, or created (with its back-off).
         sandbox_config = specs.sandbox_config(pod, actions.attempt, self.node.pod_logs_dir, self.node.dns,
                                               self.node.cgroup_driver, self.node.kubepods)
         sandbox_id, sandbox = actions.sandbox_id, None if actions.create_sandbox else state.sandbox
@@ -88,7 +89,7 @@ class PodSyncer:
                 return result
             sandbox_id, sandbox = created.id, created
             result.changed = True
-        # 5. Start the containers, in order (init containers one at a time: compute_pod_actions).
+        # 6. Start the containers, in order (init containers one at a time: compute_pod_actions).
         pod_ip = the_pod_ip(pod.host_network, sandbox, self.node.host_ip)
         by_name = {c.name: c for c in (*pod.init_containers, *pod.containers, *pod.ephemeral_containers)}
         for name in actions.start:
@@ -96,28 +97,32 @@ class PodSyncer:
                                                        sandbox_config, pod_ip, result)
         return result
 
-    async def _stop(self, pod: Pod, state: PodRuntimeState, actions: PodActions, finished: bool,
-                    kill_graces: dict[str, int]) -> bool:
-        """Step 2 of a sync; True if the runtime was touched."""
-        grace, changed = pod.termination_grace_period_seconds, False
+    async def _stop_pod(self, pod: Pod, state: PodRuntimeState, actions: PodActions, finished: bool) -> bool:
+        """True if the runtime was touched."""
         if actions.create_sandbox and state.sandboxes:
             self.reporter.event(pod, None, NORMAL, "SandboxChanged",
                                 "Pod sandbox changed, it will be killed and re-created.")
         if actions.kill_pod:
-            await self.killer.kill_pod(pod, state, grace)
-            changed = True
-        elif finished and any(s.ready for s in state.sandboxes):
+            await self.killer.kill_pod(pod, state, pod.termination_grace_period_seconds)
+            return True
+        if finished and any(s.ready for s in state.sandboxes):
             log.info("Pod has finished; stopping its sandbox", pod=pod.full_name)
             await self.killer.stop_sandboxes(state)
-            changed = True
-        if actions.kill:
-            names = {c.id: c.name for c in state.containers}
-            pod_ip = self.killer.pod_ip(pod, state)
-            await asyncio.gather(*(self.killer.stop_container(pod, names.get(cid, ""), cid, why,
-                                                              kill_graces.get(cid, grace), pod_ip)
-                                   for cid, why in actions.kill.items()))
-            changed = True
-        return changed
+            return True
+        return False
+
+    async def _stop_containers(self, pod: Pod, state: PodRuntimeState, actions: PodActions,
+                               kill_graces: dict[str, int]) -> bool:
+        """True if the runtime was touched."""
+        if not actions.kill:
+            return False
+        names = {c.id: c.name for c in state.containers}
+        pod_ip = self.killer.pod_ip(pod, state)
+        grace = pod.termination_grace_period_seconds
+        await asyncio.gather(*(self.killer.stop_container(pod, names.get(cid, ""), cid, why,
+                                                          kill_graces.get(cid, grace), pod_ip)
+                               for cid, why in actions.kill.items()))
+        return True
 
     async def _mount_volumes(self, pod: Pod, starting: list[str], result: SyncResult) -> bool:
         """(Re)write the pod's configMap, secret, downwardAPI and projected volumes; True once
