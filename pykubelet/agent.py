@@ -37,6 +37,7 @@ from pykubelet.pods.history import PodHistory
 from pykubelet.pods.history_records import runtime_cni_chain
 from pykubelet.pods.housekeeping import housekeeping
 from pykubelet.pods.sync import PodSyncer
+from pykubelet.pods.sync_parts import build_sync_parts
 from pykubelet.pods.wakeups import Wakeups
 from pykubelet.pods.worker import WorkerDeps
 from pykubelet.probes.manager import ProbeManager
@@ -179,8 +180,8 @@ class Agent:
             root_dir=s.root_dir, seccomp_root=os.path.join(s.root_dir, "seccomp"), pod_logs_dir=s.pods.pod_logs_dir,
             cgroup_driver=s.runtime.cgroup_driver, kubepods=kubepods_under(s.pods.cgroup_root))
         history = p.history = PodHistory(cni_chain=lambda: runtime_cni_chain(s.network.cni_conf_dir))
-        syncer = PodSyncer(p.cri, ImageManager(p.cri, Backoff()), Backoff(), p.recorder, node_facts, p.api_clients,
-                           history)
+        syncer = PodSyncer(build_sync_parts(p.cri, ImageManager(p.cri, Backoff()), p.recorder, history, node_facts,
+                                            p.api_clients))
         deps = WorkerDeps(cache=p.cache, syncer=syncer, statuses=p.statuses, recorder=p.recorder,
                           probes=ProbeManager(p.cri, p.recorder, p.wakeups.wake, observe=history.probe),
                           wakeups=p.wakeups,

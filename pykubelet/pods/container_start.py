@@ -1,5 +1,6 @@
 """Starting one container, as the kubelet's startContainer: the restart back-off, the image,
-the container's config (volumes, pod files, env), CreateContainer, StartContainer, postStart.
+the container's config (container_config.py), CreateContainer, StartContainer, postStart.
+Each step ends in a StepResult the reporter tells (pods/step_reporter.py).
 
 Only a pod's worker calls these, so nothing here races with itself for the same pod.
 """
@@ -8,26 +9,24 @@ from __future__ import annotations
 
 import asyncio
 import os
-from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
 from pykubelet.api.pod import Container, Pod
-from pykubelet.api.references import referenced_names
 from pykubelet.cri import errors
 from pykubelet.cri.v1 import api_pb2 as api
-from pykubelet.kube.events import NORMAL, WARNING, EventRecorder, pod_ref
-from pykubelet.kube.objects import NotSynced, ObjectNotFound
-from pykubelet.pods.history import PodHistory
+from pykubelet.kube.events import NORMAL, WARNING
+from pykubelet.pods.container_config import ContainerConfigs
+from pykubelet.pods.step_reporter import StepReporter
+from pykubelet.pods.step_result import (Action, BackOffFacts, Event, ImageFacts, LogLine, StartFacts, StepResult,
+                                        SyncResult, container_failure, pod_desc)
 from pykubelet.probes.hooks import run_hook
-from pykubelet.runtime import data_dirs, podfiles, security, specs
-from pykubelet.runtime.env import ContainerConfigError, EnvSources
+from pykubelet.runtime import specs
+from pykubelet.runtime.env import ContainerConfigError
 from pykubelet.runtime.images import IMAGE_PULL_BACKOFF, ImageError, ImageManager
 from pykubelet.runtime.service import Runtime
-from pykubelet.runtime.service_env import service_env, services_for_pod
 from pykubelet.runtime.state import EXITED, ContainerState
 from pykubelet.util.backoff import Backoff
 from pykubelet.volumes import api as api_volumes
-from pykubelet.volumes import local as local_volumes
 from pykubelet.util.durations import format_duration
 from pykubelet.util.log import get_logger
 
@@ -40,22 +39,13 @@ RUN_CONTAINER_ERROR = "RunContainerError"
 POST_START_HOOK_ERROR = "PostStartHookError"
 
 
-@dataclass
-class SyncResult:
-    waiting: dict[str, tuple[str, str]] = field(default_factory=dict)
-    """Container name -> (reason, message) for containers that could not start this time."""
-    retry_in: float | None = None
-    """Seconds until the earliest back-off ends: the worker syncs again then."""
-    changed: bool = False
-    """Whether the runtime was touched (the state must be read again)."""
-
-    def retry_after(self, seconds: float) -> None:
-        self.retry_in = seconds if self.retry_in is None else min(self.retry_in, seconds)
+def _failed(container: str, error: str) -> Event:
+    """The kubelet's Event for a container that could not be started: "Failed", "Error: <why>"."""
+    return Event(WARNING, "Failed", f"Error: {error}", container)
 
 
-def _pod_desc(pod: Pod) -> str:
-    """How the kubelet names a pod in messages: name_namespace(uid)."""
-    return f"{pod.name}_{pod.namespace}({pod.uid})"
+def _error(text: str, container: str, err: str) -> LogLine:
+    return LogLine("error", text, (("container", container), ("err", err)))
 
 
 def _restart_key(pod: Pod, container: Container) -> str:
@@ -79,121 +69,125 @@ StopContainer = Callable[..., Awaitable[None]]
 
 
 class ContainerStarter:
-    def __init__(self, cri: Runtime, images: ImageManager, restart_backoff: Backoff, recorder: EventRecorder,
-                 node: specs.NodeFacts, api: api_volumes.ApiClients | None, stop_container: StopContainer,
-                 history: PodHistory):
+    def __init__(self, cri: Runtime, images: ImageManager, restart_backoff: Backoff, reporter: StepReporter,
+                 node: specs.NodeFacts, api: api_volumes.ApiClients | None, stop_container: StopContainer):
         self.cri = cri
-        self.history = history
         self.images = images
         self.restart_backoff = restart_backoff
-        self.recorder = recorder
-        self.node = node
-        self.api = api  # None: standalone, no ConfigMaps, Secrets, tokens or Services
+        self.reporter = reporter
+        self.configs = ContainerConfigs(cri, node, api)
         self.stop_container = stop_container  # a failed postStart hook kills the container
-
-    def _event(self, pod: Pod, container: str | None, kind: str, reason: str, message: str) -> None:
-        self.recorder.record(pod_ref(pod.namespace, pod.name, pod.uid, container), kind, reason, message)
-
-    async def _env_sources(self, pod: Pod, container: Container) -> EnvSources:
-        """The ConfigMaps, Secrets and Service variables the container's env reads."""
-        sources = EnvSources(has_api=self.api is not None)
-        if self.api is None:
-            return sources
-        names = referenced_names({"spec": {"containers": [container.raw]}})
-        try:
-            for resource, known in (("configmaps", sources.config_maps), ("secrets", sources.secrets)):
-                for name in names[resource]:
-                    try:
-                        known[name] = await self.api.objects.get(resource, pod.namespace, name)
-                    except ObjectNotFound:
-                        known[name] = None
-            if not pod.is_static:  # the kubelet waits for Services only for API pods
-                await self.api.services.wait_synced()
-        except NotSynced as e:
-            raise ContainerConfigError(str(e)) from None
-        links = pod.raw.get("spec", {}).get("enableServiceLinks", True) is not False
-        sources.services = service_env(services_for_pod(self.api.services.services(), pod.namespace, links))
-        return sources
 
     async def start(self, pod: Pod, container: Container, latest: ContainerState | None, sandbox_id: str,
                     sandbox_config: api.PodSandboxConfig, pod_ip: str, result: SyncResult) -> bool:
         """Start (again) one container in the pod's sandbox; True if the runtime was touched.
 
         `pod_ip` is the pod's IP by the one rule (runtime.state.pod_ip): env, /etc/hosts, postStart.
+        Each step's outcome is reported (pods/step_reporter.py) into `result`.
         """
-        name = container.name
+        def report(step: StepResult) -> StepResult:
+            return self.reporter.report(pod, step, result)
+        # 1. A container that exited waits out its restart back-off (CrashLoopBackOff).
+        backing_off = self._crash_loop_back_off(pod, container, latest)
+        if backing_off is not None:
+            report(backing_off)
+            return False
+        # 2. Its image, per imagePullPolicy (ErrImagePull, ImagePullBackOff, ErrImageNeverPull).
+        image, image_ref = await self._image(pod, container, sandbox_config)
+        if not report(image).ok:
+            return False
+        # 3. Its configuration: volumes, pod files, env (CreateContainerConfigError).
+        restart_count = latest.restart_count + 1 if latest else await asyncio.to_thread(
+            _count_from_logs, sandbox_config.log_directory, container.name)
+        config = await self._config(pod, container, image_ref, restart_count, pod_ip, sandbox_config)
+        if isinstance(config, StepResult):
+            report(config)
+            return False
+        # 4. CreateContainer (CreateContainerError).
+        began = asyncio.get_running_loop().time()
+        created = await self._create(pod, container, latest, sandbox_id, config, sandbox_config)
+        if isinstance(created, StepResult):
+            report(created)
+            return False
+        # 5. StartContainer (RunContainerError; None: the sandbox went away meanwhile, no failure).
+        started = await self._run(pod, container, latest, created, sandbox_id, restart_count, began)
+        if started is None or not report(started).ok:
+            return True
+        # 6. postStart: a hook that fails kills the container (PostStartHookError).
+        if container.post_start:
+            await self._post_start(pod, container, created, pod_ip, result)
+        return True
+
+    def _count_restart(self, pod: Pod, container: Container, latest: ContainerState | None) -> None:
+        """A new instance of a container that exited: its restart back-off grows."""
         if latest is not None and latest.state == EXITED:
-            key = _restart_key(pod, container)
-            if self.restart_backoff.in_backoff_since(key, latest.finished_at):
-                delay = self.restart_backoff.delay(key)
-                result.waiting[name] = (CRASH_LOOP_BACK_OFF, f"back-off {format_duration(delay)} restarting failed "
-                                                             f"container={name} pod={pod.name}_{pod.namespace}({pod.uid})")
-                remaining = self.restart_backoff.remaining(key, latest.finished_at)
-                result.retry_after(remaining)
-                self.history.restart_backoff(pod, name, delay, remaining, latest.exit_code)
-                self._event(pod, name, WARNING, "BackOff", f"Back-off restarting failed container {name} in pod "
-                                                           f"{pod.name}_{pod.namespace}({pod.uid})")
-                return False
+            self.restart_backoff.next(_restart_key(pod, container), latest.finished_at)
 
-        def count_restart() -> None:
-            if latest is not None and latest.state == EXITED:
-                self.restart_backoff.next(_restart_key(pod, container), latest.finished_at)
+    def _crash_loop_back_off(self, pod: Pod, container: Container, latest: ContainerState | None) -> StepResult | None:
+        if latest is None or latest.state != EXITED:
+            return None
+        key, name = _restart_key(pod, container), container.name
+        if not self.restart_backoff.in_backoff_since(key, latest.finished_at):
+            return None
+        delay = self.restart_backoff.delay(key)
+        return container_failure(
+            Action.START_CONTAINER, name, BackOffFacts(delay, latest.exit_code), CRASH_LOOP_BACK_OFF,
+            f"back-off {format_duration(delay)} restarting failed container={name} pod={pod_desc(pod)}",
+            retry_in=self.restart_backoff.remaining(key, latest.finished_at),
+            events=(Event(WARNING, "BackOff", f"Back-off restarting failed container {name} in pod {pod_desc(pod)}",
+                          name),))
 
-        restart_count = latest.restart_count + 1 if latest else _count_from_logs(sandbox_config.log_directory, name)
-        pulled: list[tuple[float, int]] = []
+    async def _image(self, pod: Pod, container: Container,
+                     sandbox_config: api.PodSandboxConfig) -> tuple[StepResult, str]:
+        """The pull's outcome, and the image to create the container from ("" when there is none)."""
+        name = container.name
+        pulled: list[tuple[float, int]] = []  # (seconds, bytes) of a pull that happened now
         try:
             image_ref = await self.images.ensure(container, sandbox_config, pod.full_name,
-                                                 lambda kind, reason, message: self._event(pod, name, kind, reason,
-                                                                                           message), pulled.append)
+                                                 lambda kind, reason, message: self.reporter.event(pod, name, kind,
+                                                                                                   reason, message),
+                                                 pulled.append)
         except ImageError as e:
-            self._event(pod, name, WARNING, "Failed", f"Error: {e.reason}")
-            result.waiting[name] = (e.reason, e.message)
+            pending = self.images.backoff.remaining_since_update(container.image)
             # Look again soon after a failure, so the status moves on to ImagePullBackOff as the
             # kubelet's does; during the back-off, when it ends.
-            pending = self.images.backoff.remaining_since_update(container.image)
-            result.retry_after(pending if e.reason == IMAGE_PULL_BACKOFF else min(pending, 1.0) or 1.0)
-            self.history.image_failed(pod, name, container.image, e.reason, e.message, pending)
-            return False
-        self.history.image_ready(pod, name, container.image, pulled[0] if pulled else None)
-        os.makedirs(os.path.join(sandbox_config.log_directory, name), mode=0o755, exist_ok=True)
+            return container_failure(Action.PULL_IMAGE, name, ImageFacts(container.image), e.reason, e.message,
+                                     retry_in=pending,
+                                     look_again_in=None if e.reason == IMAGE_PULL_BACKOFF else min(pending, 1.0) or 1.0,
+                                     events=(_failed(name, e.reason),)), ""
+        return StepResult(Action.PULL_IMAGE, name, ImageFacts(container.image, pulled[0] if pulled else None)), image_ref
+
+    async def _config(self, pod: Pod, container: Container, image_ref: str, restart_count: int, pod_ip: str,
+                      sandbox_config: api.PodSandboxConfig) -> api.ContainerConfig | StepResult:
+        """The CRI config of the container; a StepResult when it cannot be made."""
+        name = container.name
         try:
-            env_sources = await self._env_sources(pod, container)
-            volumes = await asyncio.to_thread(self._local_volumes, pod)
-            projected = api_volumes.volume_paths(self.node.root_dir, pod)
-            env = (dict(specs.container_env_of(pod, container, self.node, pod_ip, env_sources))
-                   if any(m.sub_path_expr for m in container.volume_mounts) else {})
-            mounts = await asyncio.to_thread(local_volumes.container_mounts, self.node.root_dir, pod, container,
-                                             {**volumes, **projected}, set(projected), env)
-            mounts += await asyncio.to_thread(self._pod_file_mounts, pod, container, pod_ip)
-            config = specs.container_config(pod, container, image_ref, restart_count, self.node, pod_ip, mounts,
-                                            env_sources)
-            if security.effective(pod, container).get("runAsNonRoot"):
-                image = await self.cri.image_status(image_ref)
-                username = image.username if image is not None else ""
-                # An image that names no user runs as root; a user name alone cannot be checked.
-                uid = image.uid.value if image is not None and image.HasField("uid") else (None if username else 0)
-                security.check_run_as_non_root(pod, container, uid, username)
+            return await self.configs.build(pod, container, image_ref, restart_count, pod_ip, sandbox_config)
         except ContainerConfigError as e:
-            log.error("Container configuration is invalid", pod=pod.full_name, container=name, err=str(e))
-            self._event(pod, name, WARNING, "Failed", f"Error: {e}")
-            result.waiting[name] = (CREATE_CONTAINER_CONFIG_ERROR, str(e))
-            retry = self.restart_backoff.delay(_restart_key(pod, container)) or 10.0
-            result.retry_after(retry)
-            self.history.container_failed(pod, name, CREATE_CONTAINER_CONFIG_ERROR, str(e), retry)
-            return False
-        began = asyncio.get_running_loop().time()
+            return container_failure(Action.START_CONTAINER, name, StartFacts(), CREATE_CONTAINER_CONFIG_ERROR,
+                                     str(e), retry_in=self.restart_backoff.delay(_restart_key(pod, container)) or 10.0,
+                                     events=(_failed(name, str(e)),),
+                                     logs=(_error("Container configuration is invalid", name, str(e)),))
+
+    async def _create(self, pod: Pod, container: Container, latest: ContainerState | None, sandbox_id: str,
+                      config: api.ContainerConfig, sandbox_config: api.PodSandboxConfig) -> str | StepResult:
+        """The new container's ID, or why the runtime would not create it."""
+        name = container.name
         try:
             container_id = await self.cri.create_container(sandbox_id, config, sandbox_config)
         except errors.CRIError as e:
-            log.error("Failed to create container", pod=pod.full_name, container=name, err=str(e))
-            self._event(pod, name, WARNING, "Failed", f"Error: {e.details}")
-            result.waiting[name] = (CREATE_CONTAINER_ERROR, e.details)
-            count_restart()
-            retry = self.restart_backoff.delay(_restart_key(pod, container)) or 1.0
-            result.retry_after(retry)
-            self.history.container_failed(pod, name, CREATE_CONTAINER_ERROR, e.details, retry)
-            return False
-        self._event(pod, name, NORMAL, "Created", f"Created container: {name}")
+            self._count_restart(pod, container, latest)
+            return container_failure(Action.START_CONTAINER, name, StartFacts(), CREATE_CONTAINER_ERROR, e.details,
+                                     retry_in=self.restart_backoff.delay(_restart_key(pod, container)) or 1.0,
+                                     events=(_failed(name, e.details),),
+                                     logs=(_error("Failed to create container", name, str(e)),))
+        self.reporter.event(pod, name, NORMAL, "Created", f"Created container: {name}")
+        return container_id
+
+    async def _run(self, pod: Pod, container: Container, latest: ContainerState | None, container_id: str,
+                   sandbox_id: str, restart_count: int, began: float) -> StepResult | None:
+        """StartContainer's outcome; None when the sandbox went away meanwhile."""
+        name = container.name
         try:
             await self.cri.start_container(container_id)
         except errors.CRIError as e:
@@ -203,47 +197,34 @@ class ContainerStarter:
                 log.info("Sandbox stopped while starting a container; retrying in a new sandbox",
                          pod=pod.full_name, container=name)
                 await self.cri.remove_container(container_id)
-                return True
-            log.error("Failed to start container", pod=pod.full_name, container=name, err=str(e))
-            self._event(pod, name, WARNING, "Failed", f"Error: {e.details}")
-            result.waiting[name] = (RUN_CONTAINER_ERROR, e.details)
-            count_restart()
-            self.history.container_failed(pod, name, RUN_CONTAINER_ERROR, e.details, None)
-            return True
-        count_restart()
-        self.history.container_started(pod, name, container_id, restart_count,
-                                       asyncio.get_running_loop().time() - began)
-        self._event(pod, name, NORMAL, "Started", f"Started container {name}")
-        log.info("Started container", pod=pod.full_name, container=name, id=container_id[:13],
-                 restartCount=restart_count)
-        if container.post_start:
-            # The kubelet gives postStart no deadline; ours is the slow-call timeout.
-            message = await run_hook(self.cri, container.post_start, name, container.ports, container_id, pod_ip,
-                                     _pod_desc(pod), self.cri.slow_timeout)
-            if message:
-                log.error("Failed to execute PostStartHook", pod=pod.full_name, container=name,
-                          id=container_id[:13], err=message)
-                # Not the message itself in the event: it may carry secrets (the kubelet's reasoning).
-                self._event(pod, name, WARNING, "FailedPostStartHook", "PostStartHook failed")
-                await self.stop_container(pod, name, container_id, "FailedPostStartHook",
-                                          pod.termination_grace_period_seconds, pod_ip, "FailedPostStartHook")
-                result.waiting[name] = (POST_START_HOOK_ERROR, message)
-                self.history.container_failed(pod, name, POST_START_HOOK_ERROR, message, None)
-        return True
+                return None
+            self._count_restart(pod, container, latest)
+            return container_failure(Action.START_CONTAINER, name, StartFacts(container_id, restart_count),
+                                     RUN_CONTAINER_ERROR, e.details, events=(_failed(name, e.details),),
+                                     logs=(_error("Failed to start container", name, str(e)),))
+        self._count_restart(pod, container, latest)
+        return StepResult(Action.START_CONTAINER, name, StartFacts(container_id, restart_count),
+                          seconds=asyncio.get_running_loop().time() - began,
+                          events=(Event(NORMAL, "Started", f"Started container {name}", name),),
+                          logs=(LogLine("info", "Started container", (("container", name), ("id", container_id[:13]),
+                                                                      ("restartCount", restart_count))),))
 
-    def _local_volumes(self, pod: Pod) -> dict[str, str]:
-        """The pod's directories (0750, before anything below them), then its emptyDir and hostPath volumes."""
-        data_dirs.ensure_pod_dirs(self.node.root_dir, pod.uid)
-        return local_volumes.setup_volumes(self.node.root_dir, pod)
-
-    def _pod_file_mounts(self, pod: Pod, container: Container, pod_ip: str) -> list[api.Mount]:
-        """The managed /etc/hosts and this instance's termination-message file."""
-        try:
-            hosts = podfiles.hosts_mount(self.node.root_dir, pod, container, pod_ip, self.node.dns.domain)
-            message = podfiles.termination_message_mount(self.node.root_dir, pod, container)
-        except OSError as e:
-            raise ContainerConfigError(f"cannot write the pod's files under {self.node.root_dir}: {e}") from e
-        return [m for m in (hosts, message) if m is not None]
+    async def _post_start(self, pod: Pod, container: Container, container_id: str, pod_ip: str,
+                          result: SyncResult) -> None:
+        name = container.name
+        # The kubelet gives postStart no deadline; ours is the slow-call timeout.
+        message = await run_hook(self.cri, container.post_start, name, container.ports, container_id, pod_ip,
+                                 pod_desc(pod), self.cri.slow_timeout)
+        if not message:
+            return
+        self.reporter.report(pod, container_failure(
+            Action.START_CONTAINER, name, StartFacts(container_id), POST_START_HOOK_ERROR, message,
+            # Not the message itself in the event: it may carry secrets (the kubelet's reasoning).
+            events=(Event(WARNING, "FailedPostStartHook", "PostStartHook failed", name),),
+            logs=(LogLine("error", "Failed to execute PostStartHook", (("container", name), ("id", container_id[:13]),
+                                                                       ("err", message))),)), result)
+        await self.stop_container(pod, name, container_id, "FailedPostStartHook",
+                                  pod.termination_grace_period_seconds, pod_ip, "FailedPostStartHook")
 
     async def _sandbox_ready(self, sandbox_id: str) -> bool:
         try:

@@ -2,7 +2,9 @@
 
 The pod path records here as it works — admission, volumes, the sandbox (netns, IP, CNI result),
 images, each container's create and start (or why not), probe results, exits, back-offs, stops —
-so nothing is ever read back from logs. Recording is cheap and never fails a caller.
+so nothing is ever read back from logs. The sync's and the stops' outcomes arrive through
+pods/step_reporter.py, the same call that logs them and records their Events, so each has its
+step. Recording is cheap and never fails a caller.
 
 Bounded, so a pod that crash-loops for a week costs the same as one that started once: each pod
 keeps its first HEAD_STEPS steps (how it came up) and its latest TAIL_STEPS (what happens now),

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+from dataclasses import dataclass
 
 from pykubelet.api.pod import Pod
 from pykubelet.api.probe_parse import recorded_handler
-from pykubelet.kube.events import NORMAL, WARNING, EventRecorder, pod_ref
-from pykubelet.pods.history import PodHistory
+from pykubelet.kube.events import NORMAL, WARNING
+from pykubelet.pods.step_reporter import StepReporter
+from pykubelet.pods.step_result import Action, StepResult, StopFacts, pod_desc
 from pykubelet.probes.hooks import run_hook
 from pykubelet.runtime import cgroups, data_dirs, gc, specs
 from pykubelet.runtime.service import Runtime
@@ -29,23 +31,30 @@ log = get_logger(__name__)
 MIN_GRACE_AFTER_PRE_STOP = 2  # the kubelet's minimal shutdown window, so a slow preStop does not mean SIGKILL at once
 
 
-def _pod_desc(pod: Pod) -> str:
-    """How the kubelet names a pod in messages: name_namespace(uid)."""
-    return f"{pod.name}_{pod.namespace}({pod.uid})"
+@dataclass(frozen=True)
+class PodBackoffs:
+    """The back-offs a pod's sync keeps, each keyed by the pod's UID first."""
+
+    restart: Backoff
+    """A container that exited (CrashLoopBackOff)."""
+    mount: Backoff
+    """The pod's API volumes."""
+    sandbox: Backoff
+    """RunPodSandbox."""
+
+    def forget(self, uid: str) -> None:
+        for backoff in (self.restart, self.mount, self.sandbox):
+            backoff.forget(uid)
 
 
 class PodKiller:
-    def __init__(self, cri: Runtime, recorder: EventRecorder, node: specs.NodeFacts,
-                 api_volumes: api_volumes.ApiVolumes, backoffs: tuple[Backoff, ...], history: PodHistory):
+    def __init__(self, cri: Runtime, reporter: StepReporter, node: specs.NodeFacts,
+                 api_volumes: api_volumes.ApiVolumes, backoffs: PodBackoffs):
         self.cri = cri
-        self.history = history
-        self.recorder = recorder
+        self.reporter = reporter
         self.node = node
         self.api_volumes = api_volumes
         self.backoffs = backoffs  # forgotten with the pod
-
-    def _event(self, pod: Pod, container: str | None, kind: str, reason: str, message: str) -> None:
-        self.recorder.record(pod_ref(pod.namespace, pod.name, pod.uid, container), kind, reason, message)
 
     def pod_ip(self, pod: Pod | None, state: PodRuntimeState) -> str:
         """The address preStop hooks reach the pod at (an orphan's: its sandbox's)."""
@@ -62,28 +71,29 @@ class PodKiller:
         log.info("Killing container", pod=pod.full_name if pod else "", container=name, id=container_id[:13],
                  reason=why, gracePeriod=grace)
         if pod is not None:
-            self._event(pod, name, NORMAL, "Killing", message or f"Stopping container {name}")
+            self.reporter.event(pod, name, NORMAL, "Killing", message or f"Stopping container {name}")
             container = next((c for c in (*pod.init_containers, *pod.containers) if c.name == name), None)
             ports = container.ports if container is not None else ()
-            pre_stop, pod_desc = container.pre_stop if container is not None else None, _pod_desc(pod)
+            pre_stop, desc = container.pre_stop if container is not None else None, pod_desc(pod)
         else:
             ports = ()
             pre_stop = recorded_handler(recorded.pre_stop) if recorded is not None else None
-            pod_desc = f"{state.name}_{state.namespace}({state.uid})" if state is not None else ""
+            desc = pod_desc(state) if state is not None else ""
         loop = asyncio.get_running_loop()
         began, pre_stop_outcome, full_grace = loop.time(), "", grace
         if pre_stop and grace > 0:
             try:
                 failure = await asyncio.wait_for(
-                    run_hook(self.cri, pre_stop, name, ports, container_id, pod_ip, pod_desc, grace), grace)
+                    run_hook(self.cri, pre_stop, name, ports, container_id, pod_ip, desc, grace), grace)
             except asyncio.TimeoutError:
                 failure, pre_stop_outcome = "", f"did not finish within {grace}s"
-                log.info("PreStop hook not completed in grace period", pod=pod_desc, container=name,
+                log.info("PreStop hook not completed in grace period", pod=desc, container=name,
                          gracePeriod=grace)
             if failure:
-                log.error("PreStop hook failed", pod=pod_desc, container=name, err=failure)
+                # Told as it happens, before the stop it delays: the stop's step records it too.
+                log.error("PreStop hook failed", pod=desc, container=name, err=failure)
                 if pod is not None:
-                    self._event(pod, name, WARNING, "FailedPreStopHook", failure)
+                    self.reporter.event(pod, name, WARNING, "FailedPreStopHook", failure)
             pre_stop_outcome = pre_stop_outcome or (f"failed: {failure}" if failure else
                                                     f"ran in {loop.time() - began:.1f}s")
             grace = max(MIN_GRACE_AFTER_PRE_STOP, grace - int(loop.time() - began))
@@ -93,8 +103,9 @@ class PodKiller:
             (state.uid, state.namespace, state.name) if state is not None else ("", "", ""))
         if uid:
             # The runtime sends SIGKILL when the grace period ends: a stop that lasted that long was one.
-            self.history.stopped(uid, namespace, pod_name, name, why, full_grace, pre_stop_outcome,
-                                 loop.time() - began, grace <= 0 or loop.time() - stop_began >= grace)
+            killed = grace <= 0 or loop.time() - stop_began >= grace
+            self.reporter.report(pod, StepResult(Action.KILL_CONTAINER, name, StopFacts(
+                uid, namespace, pod_name, why, full_grace, pre_stop_outcome, killed), seconds=loop.time() - began))
 
     async def stop_sandboxes(self, state: PodRuntimeState, only_ready: bool = True) -> None:
         await asyncio.gather(*(self.cri.stop_pod_sandbox(s.id) for s in state.sandboxes
@@ -165,7 +176,6 @@ class PodKiller:
         self.api_volumes.forget(uid)
         await asyncio.to_thread(self._remove_pod_dirs, namespace, name, uid)
         await asyncio.to_thread(cgroups.remove_pod_cgroups, uid, self.node.cgroup_root, self.node.kubepods)
-        for backoff in self.backoffs:
-            backoff.forget(uid)
+        self.backoffs.forget(uid)
         log.info("Pod terminated and cleaned up", pod=f"{namespace}/{name}", uid=uid)
-        self.history.terminated(uid, namespace, name)
+        self.reporter.history.terminated(uid, namespace, name)  # the record's end, not a step's result

@@ -12,17 +12,16 @@ import os
 from pykubelet.api.pod import Pod
 from pykubelet.cri import errors
 from pykubelet.cri.v1 import api_pb2 as api
-from pykubelet.kube.events import NORMAL, WARNING, EventRecorder, pod_ref
-from pykubelet.pods.actions import compute_pod_actions, is_terminal
-from pykubelet.pods.container_start import ContainerStarter, SyncResult
+from pykubelet.kube.events import NORMAL, WARNING
+from pykubelet.pods.actions import PodActions, compute_pod_actions, is_terminal
 from pykubelet.pods.history import PodHistory
-from pykubelet.pods.kill import PodKiller
 from pykubelet.pods.podstatus import CONTAINER_CREATING
+from pykubelet.pods.step_result import (Action, Event, LogLine, SandboxFacts, StepResult, SyncResult, VolumeFacts,
+                                        Waiting)
+from pykubelet.pods.sync_parts import SyncParts
 from pykubelet.runtime import cgroups, resources, specs
-from pykubelet.runtime.images import ImageManager
 from pykubelet.runtime.service import Runtime
 from pykubelet.runtime.state import PodRuntimeState, SandboxState, pod_ip as the_pod_ip
-from pykubelet.util.backoff import Backoff
 from pykubelet.volumes import api as api_volumes
 from pykubelet.util.log import get_logger
 
@@ -30,26 +29,24 @@ log = get_logger(__name__)
 
 
 class PodSyncer:
-    """One pod's sync, as numbered steps; what the worker calls to stop or clean up is kill.py's."""
+    """One pod's sync, as numbered steps; what the worker calls to stop or clean up is kill.py's.
 
-    def __init__(self, cri: Runtime, images: ImageManager, restart_backoff: Backoff, recorder: EventRecorder,
-                 node: specs.NodeFacts | None = None, api: api_volumes.ApiClients | None = None,
-                 history: PodHistory | None = None):
-        self.cri = cri
-        self.history = history or PodHistory(restart_backoff.clock)  # what explain tells (pods/history.py)
-        self.node = node or specs.NodeFacts()
-        self.api = api  # None: standalone, no ConfigMaps, Secrets, tokens or Services
-        self.api_volumes = api_volumes.ApiVolumes(self.node.root_dir, self.node.allocatable, api)
-        self.mount_backoff = Backoff(initial=1.0, maximum=30.0, clock=restart_backoff.clock)
-        self.sandbox_backoff = Backoff(initial=1.0, maximum=60.0, clock=restart_backoff.clock)
-        self.recorder = recorder
-        self.killer = PodKiller(cri, recorder, self.node, self.api_volumes,
-                                (self.mount_backoff, restart_backoff, self.sandbox_backoff), self.history)
-        self.starter = ContainerStarter(cri, images, restart_backoff, recorder, self.node, api,
-                                        self.killer.stop_container, self.history)
+    Each step's outcome goes through the reporter (pods/step_reporter.py) into the sync's result."""
 
-    def _event(self, pod: Pod, container: str | None, kind: str, reason: str, message: str) -> None:
-        self.recorder.record(pod_ref(pod.namespace, pod.name, pod.uid, container), kind, reason, message)
+    def __init__(self, parts: SyncParts):
+        self.parts = parts
+        self.cri: Runtime = parts.cri
+        self.node = parts.node
+        self.api_volumes = parts.api_volumes
+        self.backoffs = parts.backoffs
+        self.reporter = parts.reporter
+        self.killer = parts.killer
+        self.starter = parts.starter
+
+    @property
+    def history(self) -> PodHistory:
+        """What explain tells (pods/history.py): every result the reporter told."""
+        return self.parts.history
 
     async def prune(self, state: PodRuntimeState) -> bool:
         return await self.killer.prune(state)
@@ -68,29 +65,13 @@ class PodSyncer:
         `kill_graces`: container ID -> the grace period of such a kill when its probe sets one;
         `unstarted`: running containers whose startup probe has not succeeded yet."""
         result = SyncResult()
-        grace = pod.termination_grace_period_seconds
         # 1. What to do, from the spec and the runtime's state alone (pods/actions.py).
         actions = compute_pod_actions(pod, state, unhealthy, unstarted)
         finished = is_terminal(pod, state)
         # 2. Kill the pod when its sandbox is replaced; stop the sandbox of a pod done for good.
-        if actions.create_sandbox and state.sandboxes:
-            self._event(pod, None, NORMAL, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
-        if actions.kill_pod:
-            await self.killer.kill_pod(pod, state, grace)
-            result.changed = True
-        elif finished and any(s.ready for s in state.sandboxes):
-            log.info("Pod has finished; stopping its sandbox", pod=pod.full_name)
-            await self.killer.stop_sandboxes(state)
-            result.changed = True
+        result.changed = await self._stop_pod(pod, state, actions, finished)
         # 3. Kill the containers that must not run (changed spec, failed probe, old sandbox).
-        if actions.kill:
-            names = {c.id: c.name for c in state.containers}
-            pod_ip = self.killer.pod_ip(pod, state)
-            graces = kill_graces or {}
-            await asyncio.gather(*(self.killer.stop_container(pod, names.get(cid, ""), cid, why,
-                                                              graces.get(cid, grace), pod_ip)
-                                   for cid, why in actions.kill.items()))
-            result.changed = True
+        result.changed |= await self._stop_containers(pod, state, actions, kill_graces or {})
         # 4. Volumes: set up before any container starts; a finished pod's are torn down.
         if finished:
             await self.api_volumes.teardown(pod)
@@ -116,40 +97,73 @@ class PodSyncer:
                                                        sandbox_config, pod_ip, result)
         return result
 
+    async def _stop_pod(self, pod: Pod, state: PodRuntimeState, actions: PodActions, finished: bool) -> bool:
+        """True if the runtime was touched."""
+        if actions.create_sandbox and state.sandboxes:
+            self.reporter.event(pod, None, NORMAL, "SandboxChanged",
+                                "Pod sandbox changed, it will be killed and re-created.")
+        if actions.kill_pod:
+            await self.killer.kill_pod(pod, state, pod.termination_grace_period_seconds)
+            return True
+        if finished and any(s.ready for s in state.sandboxes):
+            log.info("Pod has finished; stopping its sandbox", pod=pod.full_name)
+            await self.killer.stop_sandboxes(state)
+            return True
+        return False
+
+    async def _stop_containers(self, pod: Pod, state: PodRuntimeState, actions: PodActions,
+                               kill_graces: dict[str, int]) -> bool:
+        """True if the runtime was touched."""
+        if not actions.kill:
+            return False
+        names = {c.id: c.name for c in state.containers}
+        pod_ip = self.killer.pod_ip(pod, state)
+        grace = pod.termination_grace_period_seconds
+        await asyncio.gather(*(self.killer.stop_container(pod, names.get(cid, ""), cid, why,
+                                                          kill_graces.get(cid, grace), pod_ip)
+                               for cid, why in actions.kill.items()))
+        return True
+
     async def _mount_volumes(self, pod: Pod, starting: list[str], result: SyncResult) -> bool:
-        """(Re)write the pod's configMap, secret, downwardAPI and projected volumes.
+        """(Re)write the pod's configMap, secret, downwardAPI and projected volumes; True once
+        every one was set up.
 
         Like the kubelet's volume manager, containers start only once every volume was set up;
         a later failure (an object deleted, say) keeps the last content and is only reported.
         """
         failed = await self.api_volumes.setup(pod)
         paths = api_volumes.volume_paths(self.node.root_dir, pod)
-        for name, message in failed.items():
-            log.warning("MountVolume.SetUp failed", pod=pod.full_name, volume=name, err=message)
-            self._event(pod, None, WARNING, "FailedMount", f'MountVolume.SetUp failed for volume "{name}" : {message}')
-        kinds = {v.name: v.kind for v in pod.volumes if v.name in paths}
-        if not [name for name in failed if not api_volumes.is_set_up(paths[name])]:
-            self.mount_backoff.forget(pod.uid)
-            self.history.volumes(pod, kinds, failed, None)
-            return True
-        key = f"{pod.uid}_mount"
-        if starting:
-            for name in starting:
-                result.waiting[name] = (CONTAINER_CREATING, "")
-            self.mount_backoff.next(key, self.mount_backoff.clock())
-            result.retry_after(self.mount_backoff.delay(key))  # a watched object's change comes sooner
-        self.history.volumes(pod, kinds, failed, self.mount_backoff.delay(key))
-        return False
+        blocking = [name for name in failed if not api_volumes.is_set_up(paths[name])]
+        backoff, key = self.backoffs.mount, f"{pod.uid}_mount"
+        retry_in = None
+        if not blocking:
+            backoff.forget(pod.uid)
+        elif starting:
+            backoff.next(key, backoff.clock())
+            retry_in = backoff.delay(key)  # a watched object's change comes sooner
+        self.reporter.report(pod, StepResult(
+            Action.SET_UP_VOLUMES, "", VolumeFacts(tuple((v.name, v.kind) for v in pod.volumes if v.name in paths),
+                                                   tuple(failed.items())),
+            "FailedMount" if failed else "", "; ".join(f"{name}: {why}" for name, why in failed.items()),
+            retry_in=retry_in,
+            events=tuple(Event(WARNING, "FailedMount", f'MountVolume.SetUp failed for volume "{name}" : {why}')
+                         for name, why in failed.items()),
+            logs=tuple(LogLine("warning", "MountVolume.SetUp failed", (("volume", name), ("err", why)))
+                       for name, why in failed.items()),
+            waiting=tuple(Waiting(name, CONTAINER_CREATING) for name in starting) if blocking else ()), result)
+        return not blocking
 
     async def _create_sandbox(self, pod: Pod, config: api.PodSandboxConfig, starting: list[str],
                               result: SyncResult) -> SandboxState | None:
         """RunPodSandbox (with the pod's log directory and cgroup first); None when it failed or
         its back-off has not ended (`result` says why and when to try again)."""
-        key = f"{pod.uid}_sandbox"
-        if self.sandbox_backoff.in_backoff_since_update(key):
-            result.retry_after(self.sandbox_backoff.delay(key))
+        backoff, key, attempt = self.backoffs.sandbox, f"{pod.uid}_sandbox", config.metadata.attempt
+        if backoff.in_backoff_since_update(key):
+            self.reporter.report(pod, StepResult(Action.CREATE_SANDBOX, "", SandboxFacts(attempt, in_backoff=True),
+                                                 "BackOff", "waiting out the back-off of the last failure",
+                                                 retry_in=backoff.delay(key)), result)
             return None
-        os.makedirs(config.log_directory, mode=0o755, exist_ok=True)
+        await asyncio.to_thread(os.makedirs, config.log_directory, mode=0o755, exist_ok=True)
         try:
             await asyncio.to_thread(cgroups.ensure_pod_cgroup, config.linux.cgroup_parent,
                                     resources.pod_cgroup_resources(pod), self.node.cgroup_root)
@@ -163,15 +177,17 @@ class PodSyncer:
             status = await self.cri.pod_sandbox_status(sandbox_id, verbose=True)
             ip = status.status.network.ip
         except errors.CRIError as e:
-            self.sandbox_backoff.next(key, self.sandbox_backoff.clock())
-            self.history.sandbox_failed(pod, config.metadata.attempt, e.details, self.sandbox_backoff.delay(key))
-            log.error("Failed to create pod sandbox", pod=pod.full_name, err=str(e))
-            self._event(pod, None, WARNING, "FailedCreatePodSandBox", f"Failed to create pod sandbox: {e.details}")
-            for name in starting:
-                result.waiting[name] = (CONTAINER_CREATING, f"Failed to create pod sandbox: {e.details}")
-            result.retry_after(self.sandbox_backoff.delay(key))
+            backoff.next(key, backoff.clock())
+            message = f"Failed to create pod sandbox: {e.details}"
+            self.reporter.report(pod, StepResult(
+                Action.CREATE_SANDBOX, "", SandboxFacts(attempt), "FailedCreatePodSandBox", e.details,
+                retry_in=backoff.delay(key), events=(Event(WARNING, "FailedCreatePodSandBox", message),),
+                logs=(LogLine("error", "Failed to create pod sandbox", (("err", str(e)),)),),
+                waiting=tuple(Waiting(name, CONTAINER_CREATING, message) for name in starting)), result)
             return None
-        log.info("Created pod sandbox", pod=pod.full_name, sandbox=sandbox_id[:13], attempt=config.metadata.attempt)
-        self.history.sandbox_created(pod, sandbox_id, config.metadata.attempt, ip,
-                                     asyncio.get_running_loop().time() - began, dict(status.info))
-        return SandboxState(id=sandbox_id, attempt=config.metadata.attempt, ready=True, created_at=0.0, ip=ip)
+        self.reporter.report(pod, StepResult(
+            Action.CREATE_SANDBOX, sandbox_id, SandboxFacts(attempt, ip, tuple(status.info.items())),
+            seconds=asyncio.get_running_loop().time() - began,
+            logs=(LogLine("info", "Created pod sandbox", (("sandbox", sandbox_id[:13]), ("attempt", attempt))),)),
+            result)
+        return SandboxState(id=sandbox_id, attempt=attempt, ready=True, created_at=0.0, ip=ip)

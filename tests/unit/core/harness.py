@@ -18,7 +18,9 @@ from pykubelet.pleg.cache import RuntimeCache
 from pykubelet.pleg.relist import RelistPLEG
 from pykubelet.pods.admission import Allocatable
 from pykubelet.pods.dispatcher import PodDispatcher
+from pykubelet.pods.history import PodHistory
 from pykubelet.pods.sync import PodSyncer
+from pykubelet.pods.sync_parts import build_sync_parts
 from pykubelet.pods.wakeups import Wakeups
 from pykubelet.pods.worker import WorkerDeps
 from pykubelet.probes.manager import ProbeManager
@@ -56,7 +58,8 @@ class Core:
         recorder = EventRecorder(None, NODE)
         node = NodeFacts(node_name=NODE, host_ip=HOST_IP, root_dir=str(tmp / "root"),
                          pod_logs_dir=str(tmp / "logs"), cgroup_root=str(tmp / "cgroup"))
-        syncer = PodSyncer(runtime, ImageManager(runtime, Backoff(clock=clock)), Backoff(clock=clock), recorder, node)
+        syncer = PodSyncer(build_sync_parts(runtime, ImageManager(runtime, Backoff(clock=clock)), recorder,
+                                            PodHistory(clock), node, clock=clock))
         self.deps = WorkerDeps(cache=self.cache, syncer=syncer, statuses=self.statuses, recorder=recorder,
                                probes=ProbeManager(runtime, recorder, self.wakeups.wake, clock,
                                                    observe=syncer.history.probe),

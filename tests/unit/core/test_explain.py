@@ -150,3 +150,27 @@ async def test_a_container_that_stops_on_sigterm_is_not_said_to_be_killed(node):
     await until(lambda: not node.runtime.sandboxes and not node.dispatcher.workers, what="everything removed")
     (stop,) = steps(node, "stop")
     assert stop["text"] == "stopped (Stopping pod): exited on SIGTERM within the 10s grace"
+
+
+async def test_each_failure_an_event_tells_is_a_failed_step_of_the_history_with_the_same_error(node):
+    node.runtime.fail("RunPodSandbox", details="no network")
+    node.runtime.fail("CreateContainer", details="bad mount")
+    node.runtime.fail("StartContainer", details="exec: no such file")
+    warnings = []
+    record = node.deps.recorder.record
+
+    def keep(ref, kind, reason, message):
+        if kind == "Warning":
+            warnings.append((reason, message))
+        record(ref, kind, reason, message)
+
+    node.deps.recorder.record = keep
+    node.dispatcher.set_pods([pod()])
+    await until(lambda: node.condition("Ready").get("status") == "True", timeout=200,
+                what="Ready after the retries")
+    assert warnings == [("FailedCreatePodSandBox", "Failed to create pod sandbox: no network"),
+                        ("Failed", "Error: bad mount"), ("Failed", "Error: exec: no such file")]
+    failed = [(s["kind"], s["text"]) for s in steps(node) if s["ok"] is False]
+    assert failed == [("sandbox", "sandbox (attempt 0) cannot be created: no network"),
+                      ("container", "CreateContainerError: bad mount"),
+                      ("container", "RunContainerError: exec: no such file")]
