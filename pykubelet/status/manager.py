@@ -20,8 +20,9 @@ import copy
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pykubelet.api.pod import Pod
+from pykubelet.api.pod_status import PodStatus
 from pykubelet.kube import errors
-from pykubelet.status.merge import carry_over
+from pykubelet.status.merge import Status, carry_over
 from pykubelet.util.log import get_logger
 
 if TYPE_CHECKING:  # the client costs ~40 MB: imported only when joining a cluster
@@ -72,8 +73,8 @@ class StatusManager:
         self.mirrors = mirrors
         self._unbased: set[str] = set()  # static pods whose mirror was not known at their first status
         self._pods: dict[str, Pod] = {}
-        self._statuses: dict[str, dict[str, Any]] = {}
-        self._sent: dict[str, dict[str, Any]] = {}  # uid -> what the apiserver has from us
+        self._statuses: dict[str, Status] = {}  # uid -> the status as sent (v1 JSON), merged
+        self._sent: dict[str, Status] = {}  # uid -> what the apiserver has from us
         self._sent_version: dict[str, int] = {}  # uid -> the resourceVersion our last write made
         self._dirty: set[str] = set()
         self._deletions: dict[str, Pod] = {}
@@ -112,21 +113,24 @@ class StatusManager:
             return _api_status(self.mirrors.mirror_of(pod))
         return _api_status(pod)
 
-    def set(self, pod: Pod, status: dict[str, Any]) -> None:
+    def set(self, pod: Pod, computed: PodStatus) -> None:
         old = self._statuses.get(pod.uid)
         if old is None or pod.uid in self._unbased:
             old = self._recovered(pod) or old
-        carry_over(old, status)
+        # Serialized here, where it leaves the pure status code: it is kept, sent and served as
+        # the v1 JSON, and merged in that shape (status/merge.py says why).
+        status = carry_over(old, computed.to_dict())
         self._pods[pod.uid] = pod
         self._statuses[pod.uid] = status
         if self.kube is not None and self._sent.get(pod.uid) != status:
             self._dirty.add(pod.uid)
             self._wake.set()
 
-    def get(self, uid: str) -> dict[str, Any] | None:
+    def get(self, uid: str) -> Status | None:
+        """The pod's status as this node reports it (v1 JSON)."""
         return self._statuses.get(uid)
 
-    def pods(self) -> list[tuple[Pod, dict[str, Any]]]:
+    def pods(self) -> list[tuple[Pod, Status]]:
         """Every pod with its current status (the kubelet API's view of the node)."""
         return [(pod, self._statuses[uid]) for uid, pod in self._pods.items()]
 
