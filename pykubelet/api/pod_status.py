@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
+
+from pykubelet.api.pod import Pod
 
 CONTAINER_ID_SCHEME = "containerd://"
 
@@ -178,3 +180,16 @@ class PodStatus:
             out["message"] = self.message
         return out
 
+
+def pod_object(pod: Pod, status: Mapping[str, Any]) -> dict[str, Any]:
+    """The pod as the API shows it, with `status` (v1 JSON) as its status."""
+    obj = copy.deepcopy(pod.raw)
+    obj.setdefault("apiVersion", "v1")
+    obj.setdefault("kind", "Pod")
+    obj["status"] = copy.deepcopy(dict(status))
+    return obj
+
+
+def pod_list(pods: Iterable[tuple[Pod, Mapping[str, Any]]]) -> dict[str, Any]:
+    """A v1 PodList of pods with their statuses (what /pods serves, on every port)."""
+    return {"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": [pod_object(p, s) for p, s in pods]}

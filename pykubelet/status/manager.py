@@ -16,12 +16,12 @@ RESYNC_SECONDS and writes its own again where a phase or a condition it owns dif
 from __future__ import annotations
 
 import asyncio
-import copy
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pykubelet.api.pod import Pod
-from pykubelet.api.pod_status import PodStatus
+from pykubelet.api.pod_status import PodStatus, pod_list
 from pykubelet.kube import errors
+from pykubelet.kube.paths import pod_path
 from pykubelet.status.merge import Status, carry_over
 from pykubelet.util.log import get_logger
 
@@ -31,10 +31,6 @@ if TYPE_CHECKING:  # the client costs ~40 MB: imported only when joining a clust
 log = get_logger(__name__)
 
 RESYNC_SECONDS = 10.0  # failed writes are retried at least this often
-
-
-def _pod_path(pod: Pod) -> str:
-    return f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
 
 
 class Mirrors(Protocol):
@@ -160,14 +156,7 @@ class StatusManager:
 
     def pod_list(self) -> dict[str, Any]:
         """Every pod with its status, as a v1 PodList (what /pods serves)."""
-        items = []
-        for uid, pod in self._pods.items():
-            obj = copy.deepcopy(pod.raw)
-            obj.setdefault("apiVersion", "v1")
-            obj.setdefault("kind", "Pod")
-            obj["status"] = self._statuses[uid]
-            items.append(obj)
-        return {"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items}
+        return pod_list(self.pods())
 
     async def run(self) -> None:
         """Write dirty statuses and pending deletions; retry failures every RESYNC_SECONDS."""
@@ -203,7 +192,7 @@ class StatusManager:
         # A static pod's status goes to its mirror, whose UID is the apiserver's own.
         body = {"status": status} if pod.is_static else {"metadata": {"uid": uid}, "status": status}
         try:
-            written = await self.kube.patch(f"{_pod_path(pod)}/status", body)
+            written = await self.kube.patch(f"{pod_path(pod.namespace, pod.name)}/status", body)
         except errors.NotFound:
             if not pod.is_static:  # a mirror pod may simply not exist yet: retried later
                 self._dirty.discard(uid)
@@ -220,7 +209,7 @@ class StatusManager:
         options = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
                    "preconditions": {"uid": pod.uid}}
         try:
-            await self.kube.delete(_pod_path(pod), options)
+            await self.kube.delete(pod_path(pod.namespace, pod.name), options)
             log.info("Pod deleted from the apiserver", pod=pod.full_name, uid=pod.uid)
         except (errors.NotFound, errors.Conflict):
             pass  # already gone, or a new pod of the same name

@@ -1,5 +1,5 @@
 """The status manager's side of pod status: a typed status leaves as the v1 JSON, keeps what the
-apiserver's status (a dict) says of the pod's past."""
+apiserver's status (a dict) says of the pod's past, and is rendered in one PodList."""
 
 from __future__ import annotations
 
@@ -67,3 +67,16 @@ def test_a_terminated_container_the_runtime_lost_stays_terminated():
     statuses.set(pod, status)
     assert statuses.get("u1")["containerStatuses"] == raw["status"]["containerStatuses"]
 
+
+def test_the_pod_list_serves_each_pod_with_its_status_and_shares_nothing_with_the_pod():
+    raw = listed_pod({"running": {"startedAt": EARLIER}})
+    pod, status = computed(raw)
+    statuses = StatusManager()
+    statuses.set(pod, status)
+    (item,) = statuses.pod_list()["items"]
+    assert (item["apiVersion"], item["kind"], item["metadata"]["uid"]) == ("v1", "Pod", "u1")
+    assert item["status"] == statuses.get("u1")
+    for condition in item["status"]["conditions"]:
+        condition["status"] = "Unknown"  # a reader that changes what it was served...
+    assert pod.raw["status"]["conditions"][2]["status"] == "True"  # ...changes neither the pod
+    assert statuses.get("u1")["conditions"][2]["status"] == "False"  # nor what the node reports
