@@ -12,13 +12,21 @@ the pod's own are carried into each status, as the kubelet's status manager does
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 from pykubelet.api.pod import Pod
+from pykubelet.api.pod_status import ContainerStatus, ForeignCondition, Running, Terminated
 
 KUBELET_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady")
-# (status, reason, message): "" for a reason or message the condition has none of.
-Outcome = tuple[bool, str, str]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A condition's verdict, before it is stamped with a transition time."""
+
+    true: bool
+    reason: str = ""
+    message: str = ""
 
 
 def _go_list(names: list[str]) -> str:
@@ -32,62 +40,62 @@ def _messages(unknown: list[str], other: list[str], what: str) -> str:
     return ", ".join(parts)
 
 
-def initialized(pod: Pod, init_statuses: list[dict[str, Any]], statuses: list[dict[str, Any]],
+def initialized(pod: Pod, init_statuses: list[ContainerStatus], statuses: list[ContainerStatus],
                 phase: str) -> Outcome:
-    by_name = {s["name"]: s for s in init_statuses}
+    by_name = {s.name: s for s in init_statuses}
     unknown, incomplete = [], []
     for container in pod.init_containers:
         status = by_name.get(container.name)
         if status is None:
             unknown.append(container.name)
-        elif not status.get("started" if container.is_sidecar else "ready"):
+        elif not (status.started if container.is_sidecar else status.ready):
             incomplete.append(container.name)
     if phase == "Succeeded" and not unknown:
-        return True, "PodCompleted", ""
-    if any({"running", "terminated"} & (s.get("state") or {}).keys() for s in statuses):
-        return True, "", ""
+        return Outcome(True, "PodCompleted")
+    if any(isinstance(s.state, (Running, Terminated)) for s in statuses):
+        return Outcome(True)
     message = _messages(unknown, incomplete, "incomplete")
-    return (False, "ContainersNotInitialized", message) if message else (True, "", "")
+    return Outcome(False, "ContainersNotInitialized", message) if message else Outcome(True)
 
 
-def containers_ready(pod: Pod, init_statuses: list[dict[str, Any]], statuses: list[dict[str, Any]],
+def containers_ready(pod: Pod, init_statuses: list[ContainerStatus], statuses: list[ContainerStatus],
                      phase: str) -> Outcome:
-    by_name = {s["name"]: s for s in (*init_statuses, *statuses)}
+    by_name = {s.name: s for s in (*init_statuses, *statuses)}
     unknown, unready = [], []
     for container in (*(c for c in pod.init_containers if c.is_sidecar), *pod.containers):
         status = by_name.get(container.name)
         if status is None:
             unknown.append(container.name)
-        elif not status.get("ready"):
+        elif not status.ready:
             unready.append(container.name)
     if phase == "Succeeded" and not unknown:
-        return False, "PodCompleted", ""
+        return Outcome(False, "PodCompleted")
     if phase == "Failed":
-        return False, "PodFailed", ""
+        return Outcome(False, "PodFailed")
     message = _messages(unknown, unready, "unready")
-    return (False, "ContainersNotReady", message) if message else (True, "", "")
+    return Outcome(False, "ContainersNotReady", message) if message else Outcome(True)
 
 
-def ready(pod: Pod, containers: Outcome, others: list[dict[str, Any]]) -> Outcome:
+def ready(pod: Pod, containers: Outcome, others: list[ForeignCondition]) -> Outcome:
     """`others`: the pod's conditions the kubelet does not own (readiness gates among them)."""
-    if not containers[0]:
+    if not containers.true:
         return containers
-    by_type = {c.get("type"): c for c in others}
+    by_type = {c.type: c for c in others}
     messages = []
     for gate in pod.raw.get("spec", {}).get("readinessGates") or []:
         kind = gate.get("conditionType", "")
         condition = by_type.get(kind)
         if condition is None:
             messages.append(f'corresponding condition of pod readiness gate "{kind}" does not exist.')
-        elif condition.get("status") != "True":
-            messages.append(f'the status of pod readiness gate "{kind}" is not "True", but {condition.get("status")}')
-    return (False, "ReadinessGatesNotReady", ", ".join(messages)) if messages else (True, "", "")
+        elif condition.status != "True":
+            messages.append(f'the status of pod readiness gate "{kind}" is not "True", but {condition.status}')
+    return Outcome(False, "ReadinessGatesNotReady", ", ".join(messages)) if messages else Outcome(True)
 
 
-def not_ours(pod: Pod) -> list[dict[str, Any]]:
+def not_ours(pod: Pod) -> list[ForeignCondition]:
     """The pod's current conditions of types the kubelet does not own, except PodScheduled
     (which this node reports itself)."""
     status = pod.raw.get("status")
     conditions = status.get("conditions") if isinstance(status, dict) else None
-    return [c for c in conditions or [] if isinstance(c, dict)
+    return [ForeignCondition.of(c) for c in conditions or [] if isinstance(c, dict)
             and c.get("type") not in (*KUBELET_CONDITIONS, "PodScheduled")]

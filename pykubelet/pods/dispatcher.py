@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from pykubelet.api.pod import Pod, unsupported_fields
+from pykubelet.api.pod_status import PodStatus
 from pykubelet.api.sysctls import SysctlAllowlist
 from pykubelet.kube.events import pod_ref
 from pykubelet.pods.admission import Allocatable, admit
@@ -110,8 +111,7 @@ class PodDispatcher:
         message = f"Pod was rejected: {rejection.message}"
         log.warning("Pod rejected at admission", pod=pod.full_name, reason=rejection.reason, message=message)
         self.rejected.add(pod.uid)
-        self.statuses.set(pod, {"phase": "Failed", "reason": rejection.reason, "message": message,
-                                "containerStatuses": []})
+        self.statuses.set(pod, PodStatus(phase="Failed", reason=rejection.reason, message=message))
         self.deps.recorder.record(pod_ref(pod.namespace, pod.name, pod.uid), "Warning", rejection.reason, message)
         self.deps.history.rejected(pod, rejection.reason, message)
         return False

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from pykubelet.api.pod import MIRROR_ANNOTATION, Pod
 from pykubelet.kube import errors
+from pykubelet.kube.paths import pod_path, pods_path
 from pykubelet.util.log import get_logger
 
 if TYPE_CHECKING:  # the client costs ~40 MB: imported only when joining a cluster
@@ -51,9 +52,6 @@ class MirrorPods:
         self._mirrors = new
         self.known = True
 
-    def _path(self, pod: Pod) -> str:
-        return f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
-
     def _mirror_of(self, pod: Pod) -> dict[str, Any]:
         raw = copy.deepcopy(pod.raw)
         meta = raw.setdefault("metadata", {})
@@ -77,7 +75,7 @@ class MirrorPods:
             log.info("Deleting outdated or deleted mirror pod", pod=pod.full_name, mirror=current.uid)
             await self._delete(pod, current.uid)
         try:
-            created = await self.kube.create(f"/api/v1/namespaces/{pod.namespace}/pods", self._mirror_of(pod))
+            created = await self.kube.create(pods_path(pod.namespace), self._mirror_of(pod))
         except errors.Conflict:
             return False  # one exists we have not seen yet: the watch will tell, and the next sync decides
         log.info("Created mirror pod", pod=pod.full_name, mirror=created["metadata"]["uid"])
@@ -92,6 +90,6 @@ class MirrorPods:
         options = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
                    "preconditions": {"uid": mirror_uid}}
         try:
-            await self.kube.delete(self._path(pod), options)
+            await self.kube.delete(pod_path(pod.namespace, pod.name), options)
         except (errors.NotFound, errors.Conflict):
             pass

@@ -14,16 +14,18 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from pykubelet.api.pod import Pod
+from pykubelet.api.pod_status import PodStatus
 from pykubelet.cri import errors
 from pykubelet.kube import errors as kube_errors
 from pykubelet.kube.events import NORMAL, EventRecorder, pod_ref
 from pykubelet.pleg.cache import RuntimeCache
 from pykubelet.pods.history import PodHistory
 from pykubelet.pods.mirror import MirrorPods
-from pykubelet.pods.podstatus import ProbeView, pod_status
+from pykubelet.pods.podstatus import pod_status
 from pykubelet.pods.sync import PodSyncer
 from pykubelet.pods.wakeups import Wakeups
 from pykubelet.probes.manager import ProbeManager
+from pykubelet.probes.readiness import StartedReady, update_pod_status
 from pykubelet.runtime.state import PodRuntimeState
 from pykubelet.status.manager import StatusManager
 from pykubelet.util import metrics
@@ -138,12 +140,13 @@ class PodWorker:
         self._fresh_after = self.deps.cache.mark()
 
     def _status(self, pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, str]],
-                terminal: bool = False) -> dict:
+                terminal: bool = False) -> PodStatus:
         deps = self.deps
         adopted = self.syncs == 0 and bool(state.sandboxes or state.containers)
         # A pod the runtime held before this worker (an agent restart): its transitions happened
         # before we looked, so their times come from the runtime (pods/podstatus.py).
-        return pod_status(pod, state, waiting, deps.host_ip, self.start_time, self._probe_view(),
+        return pod_status(pod, state, waiting, deps.host_ip, self.start_time,
+                          readiness=lambda pod, status: update_pod_status(pod, status, self._probe_view()),
                           now=None if adopted else deps.clock(), terminal=terminal, evicted=self.evicted)
 
     async def _evict_past_deadline(self, pod: Pod, state: PodRuntimeState) -> float | None:
@@ -190,8 +193,9 @@ class PodWorker:
             self._changed_runtime()
             state = await self._state()
         self._track_probes(pod, state)
-        deps.statuses.set(pod, self._status(pod, state, result.waiting))
-        metrics.observe_pod_running(pod.uid, self.seen_at, (deps.statuses.get(pod.uid) or {}).get("phase", ""))
+        status = self._status(pod, state, result.waiting)
+        deps.statuses.set(pod, status)
+        metrics.observe_pod_running(pod.uid, self.seen_at, status.phase)
         if await deps.syncer.prune(state):
             self._changed_runtime()
         if pod.is_static and deps.mirrors is not None:
@@ -206,7 +210,7 @@ class PodWorker:
         resync = deps.resync_seconds
         return min(result.retry_in, resync) if result.retry_in is not None else resync
 
-    def _probe_view(self) -> ProbeView:
+    def _probe_view(self) -> StartedReady:
         probes = self.deps.probes
 
         def view(container_id: str) -> tuple[bool, bool]:

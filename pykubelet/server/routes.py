@@ -3,12 +3,12 @@ behind the one authentication and authorization check every path passes."""
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 
+from pykubelet.api.pod_status import pod_list
 from pykubelet.cri import errors
 from pykubelet.server import configz, container_logs, metrics_endpoints, node_logs
 from pykubelet.server.auth import Denied, Gate
@@ -43,17 +43,6 @@ def auth_middleware(gate: Gate, host: Host):
             return _text(404, "404 page not found")
         return await handler(request)
     return middleware
-
-
-def pod_list(host: Host) -> dict[str, Any]:
-    items = []
-    for pod, status in host.pods():
-        obj = copy.deepcopy(pod.raw)
-        obj.setdefault("apiVersion", "v1")
-        obj.setdefault("kind", "Pod")
-        obj["status"] = status
-        items.append(obj)
-    return {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items}
 
 
 async def running_pods(host: Host) -> dict[str, Any]:
@@ -94,7 +83,7 @@ def build_app(host: Host, gate: Gate) -> web.Application:
         return _text(200, "ok")
 
     async def pods(_: web.Request) -> web.Response:
-        return web.json_response(pod_list(host))
+        return web.json_response(pod_list(host.pods()))
 
     async def runningpods(_: web.Request) -> web.Response:
         return web.json_response(await running_pods(host))

@@ -16,12 +16,13 @@ RESYNC_SECONDS and writes its own again where a phase or a condition it owns dif
 from __future__ import annotations
 
 import asyncio
-import copy
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pykubelet.api.pod import Pod
+from pykubelet.api.pod_status import PodStatus, pod_list
 from pykubelet.kube import errors
-from pykubelet.status.merge import carry_over
+from pykubelet.kube.paths import pod_path
+from pykubelet.status.merge import Status, carry_over
 from pykubelet.util.log import get_logger
 
 if TYPE_CHECKING:  # the client costs ~40 MB: imported only when joining a cluster
@@ -30,10 +31,6 @@ if TYPE_CHECKING:  # the client costs ~40 MB: imported only when joining a clust
 log = get_logger(__name__)
 
 RESYNC_SECONDS = 10.0  # failed writes are retried at least this often
-
-
-def _pod_path(pod: Pod) -> str:
-    return f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
 
 
 class Mirrors(Protocol):
@@ -72,8 +69,8 @@ class StatusManager:
         self.mirrors = mirrors
         self._unbased: set[str] = set()  # static pods whose mirror was not known at their first status
         self._pods: dict[str, Pod] = {}
-        self._statuses: dict[str, dict[str, Any]] = {}
-        self._sent: dict[str, dict[str, Any]] = {}  # uid -> what the apiserver has from us
+        self._statuses: dict[str, Status] = {}  # uid -> the status as sent (v1 JSON), merged
+        self._sent: dict[str, Status] = {}  # uid -> what the apiserver has from us
         self._sent_version: dict[str, int] = {}  # uid -> the resourceVersion our last write made
         self._dirty: set[str] = set()
         self._deletions: dict[str, Pod] = {}
@@ -112,21 +109,24 @@ class StatusManager:
             return _api_status(self.mirrors.mirror_of(pod))
         return _api_status(pod)
 
-    def set(self, pod: Pod, status: dict[str, Any]) -> None:
+    def set(self, pod: Pod, computed: PodStatus) -> None:
         old = self._statuses.get(pod.uid)
         if old is None or pod.uid in self._unbased:
             old = self._recovered(pod) or old
-        carry_over(old, status)
+        # Serialized here, where it leaves the pure status code: it is kept, sent and served as
+        # the v1 JSON, and merged in that shape (status/merge.py says why).
+        status = carry_over(old, computed.to_dict())
         self._pods[pod.uid] = pod
         self._statuses[pod.uid] = status
         if self.kube is not None and self._sent.get(pod.uid) != status:
             self._dirty.add(pod.uid)
             self._wake.set()
 
-    def get(self, uid: str) -> dict[str, Any] | None:
+    def get(self, uid: str) -> Status | None:
+        """The pod's status as this node reports it (v1 JSON)."""
         return self._statuses.get(uid)
 
-    def pods(self) -> list[tuple[Pod, dict[str, Any]]]:
+    def pods(self) -> list[tuple[Pod, Status]]:
         """Every pod with its current status (the kubelet API's view of the node)."""
         return [(pod, self._statuses[uid]) for uid, pod in self._pods.items()]
 
@@ -156,14 +156,7 @@ class StatusManager:
 
     def pod_list(self) -> dict[str, Any]:
         """Every pod with its status, as a v1 PodList (what /pods serves)."""
-        items = []
-        for uid, pod in self._pods.items():
-            obj = copy.deepcopy(pod.raw)
-            obj.setdefault("apiVersion", "v1")
-            obj.setdefault("kind", "Pod")
-            obj["status"] = self._statuses[uid]
-            items.append(obj)
-        return {"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items}
+        return pod_list(self.pods())
 
     async def run(self) -> None:
         """Write dirty statuses and pending deletions; retry failures every RESYNC_SECONDS."""
@@ -199,7 +192,7 @@ class StatusManager:
         # A static pod's status goes to its mirror, whose UID is the apiserver's own.
         body = {"status": status} if pod.is_static else {"metadata": {"uid": uid}, "status": status}
         try:
-            written = await self.kube.patch(f"{_pod_path(pod)}/status", body)
+            written = await self.kube.patch(f"{pod_path(pod.namespace, pod.name)}/status", body)
         except errors.NotFound:
             if not pod.is_static:  # a mirror pod may simply not exist yet: retried later
                 self._dirty.discard(uid)
@@ -216,7 +209,7 @@ class StatusManager:
         options = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
                    "preconditions": {"uid": pod.uid}}
         try:
-            await self.kube.delete(_pod_path(pod), options)
+            await self.kube.delete(pod_path(pod.namespace, pod.name), options)
             log.info("Pod deleted from the apiserver", pod=pod.full_name, uid=pod.uid)
         except (errors.NotFound, errors.Conflict):
             pass  # already gone, or a new pod of the same name

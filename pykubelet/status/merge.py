@@ -7,6 +7,13 @@ static pod. So an agent restart changes none of these:
 - a condition whose status did not change keeps its `lastTransitionTime`;
 - a container the runtime holds nothing of (yet) keeps its `restartCount` and `lastState`, and
   a terminated state stays terminated.
+
+Why on the v1 JSON (dicts) and not on the typed PodStatus: the previous status is the
+apiserver's as often as ours, and the status manager re-bases a status it already stored (sent
+form) on the mirror pod's once the mirror pods are listed; both sides of every comparison are
+that JSON. Merging there needs no parser of what other writers may have put in a status, and
+what is carried over (a container status the runtime lost, say) stays exactly as the apiserver
+holds it, so the manager's "did it change since we sent it" comparison stays exact.
 """
 
 from __future__ import annotations

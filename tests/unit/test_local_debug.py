@@ -5,6 +5,7 @@ from __future__ import annotations
 from aiohttp.test_utils import TestClient, TestServer
 
 from pykubelet.api.pod import parse_pod
+from pykubelet.api.pod_status import PodStatus
 from pykubelet.pods.history import PodHistory
 from pykubelet.server import local
 from pykubelet.status.manager import StatusManager
@@ -18,7 +19,7 @@ def web_pod():
 async def test_debug_serves_a_pod_with_its_steps_and_lists_the_known_ones_for_an_unknown_name():
     statuses, history = StatusManager(), PodHistory()
     pod = web_pod()
-    statuses.set(pod, {"phase": "Pending", "containerStatuses": []})
+    statuses.set(pod, PodStatus(phase="Pending"))
     history.admitted(pod, [])
     history.container_failed(pod, "app", "CreateContainerConfigError", 'configmap "cfg" not found', 10)
     debug = local.Debug(history=history.snapshot, histories=history.pods, agent=lambda: {"node": "n1", "pid": 7})

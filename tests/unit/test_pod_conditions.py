@@ -25,7 +25,7 @@ def runtime(*containers: ContainerState) -> PodRuntimeState:
 
 
 def conditions(p, state) -> dict[str, dict]:
-    return {c["type"]: c for c in pod_status(p, state, {}, "192.168.1.10", 900.0)["conditions"]}
+    return {c["type"]: c for c in pod_status(p, state, {}, "192.168.1.10", 900.0).to_dict()["conditions"]}
 
 
 def test_a_failed_init_container_is_named_in_initialized_and_the_app_in_ready():
@@ -66,7 +66,7 @@ def test_a_succeeded_pod_is_not_ready_with_pod_completed():
 
 def test_a_running_init_container_is_not_ready_and_keeps_the_pod_uninitialized():
     p = pod(initContainers=[{"name": "init1", "image": "busybox:1.36"}, {"name": "init2", "image": "busybox:1.36"}])
-    status = pod_status(p, runtime(instance("init1", RUNNING)), {}, "192.168.1.10", 900.0)
+    status = pod_status(p, runtime(instance("init1", RUNNING)), {}, "192.168.1.10", 900.0).to_dict()
     assert [s["ready"] for s in status["initContainerStatuses"]] == [False, False]
     initialized = next(c for c in status["conditions"] if c["type"] == "Initialized")
     assert initialized["message"] == "containers with incomplete status: [init1 init2]"

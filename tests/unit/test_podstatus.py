@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from pykubelet.api.pod import Pod, parse_pod
+from pykubelet.api.pod_status import PodStatus
 from pykubelet.pods.podstatus import pod_status
+from pykubelet.probes.readiness import update_pod_status
 from pykubelet.runtime.state import CREATED, EXITED, RUNNING, ContainerState, PodRuntimeState, SandboxState
 
 HOST_IP = "192.168.1.10"
@@ -33,7 +35,7 @@ def runtime(*containers: ContainerState, ready: bool = True, ip: str = "10.88.0.
 
 
 def status(pod: Pod, state: PodRuntimeState, waiting: dict | None = None) -> dict:
-    return pod_status(pod, state, waiting or {}, HOST_IP, start_time=900.0)
+    return pod_status(pod, state, waiting or {}, HOST_IP, start_time=900.0).to_dict()
 
 
 def app(status_: dict) -> dict:
@@ -138,3 +140,42 @@ def test_pod_without_a_ready_sandbox_has_no_pod_ip():
 def test_host_network_pod_gets_the_host_ip():
     s = status(make_pod(host_network=True), runtime(instance(RUNNING), ip=""))
     assert s["podIP"] == HOST_IP
+
+
+SIDECAR_POD = {"metadata": {"name": "p", "uid": "uid1"},
+               "spec": {"initContainers": [{"name": "side", "image": "busybox:1.36", "restartPolicy": "Always"}],
+                        "containers": [{"name": "app", "image": "busybox:1.36"}]}}
+
+
+def test_readiness_is_asked_once_and_the_pod_follows_what_it_set():
+    handed = []
+
+    def app_not_ready(pod: Pod, status_: PodStatus) -> None:
+        handed.append(status_)
+        update_pod_status(pod, status_)
+        status_.container_statuses[0].ready = False
+
+    s = pod_status(make_pod(), runtime(instance(RUNNING)), {}, HOST_IP, 900.0, readiness=app_not_ready)
+    assert handed == [s]
+    d = s.to_dict()
+    assert app(d)["ready"] is False and app(d)["started"] is True
+    ready = {c["type"]: c for c in d["conditions"]}["Ready"]
+    assert (ready["status"], ready["reason"]) == ("False", "ContainersNotReady")
+    assert ready["message"] == "containers with unready status: [app]"
+
+
+def test_initialization_waits_for_a_sidecar_until_readiness_says_it_started():
+    def sidecar_not_started(pod: Pod, status_: PodStatus) -> None:
+        update_pod_status(pod, status_)
+        status_.init_container_statuses[0].started = False
+
+    pod = parse_pod(SIDECAR_POD, where="test")
+    state = runtime(instance(RUNNING, name="side"))
+    waiting = pod_status(pod, state, {}, HOST_IP, 900.0, readiness=sidecar_not_started).to_dict()
+    assert waiting["phase"] == "Pending"
+    assert app(waiting)["state"] == {"waiting": {"reason": "PodInitializing"}}
+    initialized = {c["type"]: c for c in waiting["conditions"]}["Initialized"]
+    assert (initialized["status"], initialized["message"]) == ("False", "containers with incomplete status: [side]")
+    started = status(pod, state)
+    assert app(started)["state"] == {"waiting": {"reason": "ContainerCreating"}}  # its turn now
+    assert {c["type"]: c["status"] for c in started["conditions"]}["Initialized"] == "True"

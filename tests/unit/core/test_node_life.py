@@ -320,7 +320,7 @@ async def test_a_container_that_cannot_start_waits_with_run_container_error(tmp_
     set_status = node.statuses.set
 
     def record(pod_, status):
-        seen.append(status["containerStatuses"][0]["state"].get("waiting", {}))
+        seen.append(status.to_dict()["containerStatuses"][0]["state"].get("waiting", {}))
         set_status(pod_, status)
 
     node.statuses.set = record

@@ -1,0 +1,82 @@
+"""The status manager's side of pod status: a typed status leaves as the v1 JSON, keeps what the
+apiserver's status (a dict) says of the pod's past, and is rendered in one PodList."""
+
+from __future__ import annotations
+
+import copy
+
+from pykubelet.api.pod import parse_pod
+from pykubelet.api.pod_status import PodStatus
+from pykubelet.pods.podstatus import pod_status
+from pykubelet.runtime.state import PodRuntimeState
+from pykubelet.status.manager import StatusManager
+
+HOST_IP = "192.168.1.10"
+EARLIER = "2026-01-01T00:00:00Z"
+EXITED = {"exitCode": 1, "reason": "Error", "startedAt": EARLIER, "finishedAt": EARLIER,
+          "containerID": "containerd://old1"}
+
+
+def listed_pod(app_state: dict) -> dict:
+    """The pod as the apiserver lists it after the agent that ran it stopped."""
+    app = {"name": "app", "image": "busybox:1.36", "imageID": "sha256:abc", "ready": False, "started": False,
+           "restartCount": 4, "lastState": {"terminated": EXITED}, "state": app_state,
+           "containerID": "containerd://old2"}
+    return {"metadata": {"name": "web", "namespace": "shop", "uid": "u1"},
+            "spec": {"containers": [{"name": "app", "image": "busybox:1.36"}]},
+            "status": {"phase": "Running", "startTime": EARLIER, "containerStatuses": [app],
+                       "conditions": [{"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                                       "lastTransitionTime": EARLIER},
+                                      {"type": "Ready", "status": "True", "lastProbeTime": None,
+                                       "lastTransitionTime": EARLIER},
+                                      {"type": "example.com/gate", "status": "True"}]}}
+
+
+def computed(raw: dict) -> tuple:
+    """What this node computes for the pod while the runtime holds nothing of it."""
+    pod = parse_pod(copy.deepcopy(raw), where="test")
+    return pod, pod_status(pod, PodRuntimeState(uid="u1"), {}, HOST_IP, start_time=1_800_000_000.0, now=1_800_000_000.0)
+
+
+def test_a_rejected_pods_status_has_the_shape_it_always_had():
+    rejected = PodStatus(phase="Failed", reason="OutOfcpu", message="Pod was rejected: Node didn't have enough")
+    assert rejected.to_dict() == {"phase": "Failed", "reason": "OutOfcpu",
+                                  "message": "Pod was rejected: Node didn't have enough", "containerStatuses": []}
+
+
+def test_what_the_apiserver_holds_of_the_past_is_kept():
+    raw = listed_pod({"running": {"startedAt": EARLIER}})
+    pod, status = computed(raw)
+    statuses = StatusManager()
+    statuses.set(pod, status)
+    kept = statuses.get("u1")
+    assert kept["startTime"] == EARLIER
+    by_type = {c["type"]: c for c in kept["conditions"]}
+    assert by_type["PodScheduled"]["lastTransitionTime"] == EARLIER  # unchanged: its time too
+    assert by_type["Ready"]["status"] == "False" and by_type["Ready"]["lastTransitionTime"] != EARLIER
+    assert by_type["example.com/gate"] == {"type": "example.com/gate", "status": "True"}  # as written
+    (app,) = kept["containerStatuses"]
+    assert app["restartCount"] == 4 and app["lastState"] == {"terminated": EXITED}
+    assert app["state"] == {"waiting": {"reason": "ContainerCreating"}}
+
+
+def test_a_terminated_container_the_runtime_lost_stays_terminated():
+    raw = listed_pod({"terminated": {**EXITED, "containerID": "containerd://old2"}})
+    pod, status = computed(raw)
+    statuses = StatusManager()
+    statuses.set(pod, status)
+    assert statuses.get("u1")["containerStatuses"] == raw["status"]["containerStatuses"]
+
+
+def test_the_pod_list_serves_each_pod_with_its_status_and_shares_nothing_with_the_pod():
+    raw = listed_pod({"running": {"startedAt": EARLIER}})
+    pod, status = computed(raw)
+    statuses = StatusManager()
+    statuses.set(pod, status)
+    (item,) = statuses.pod_list()["items"]
+    assert (item["apiVersion"], item["kind"], item["metadata"]["uid"]) == ("v1", "Pod", "u1")
+    assert item["status"] == statuses.get("u1")
+    for condition in item["status"]["conditions"]:
+        condition["status"] = "Unknown"  # a reader that changes what it was served...
+    assert pod.raw["status"]["conditions"][2]["status"] == "True"  # ...changes neither the pod
+    assert statuses.get("u1")["conditions"][2]["status"] == "False"  # nor what the node reports
