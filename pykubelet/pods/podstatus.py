@@ -19,7 +19,7 @@ from pykubelet.api.pod_status import (
 from pykubelet.api.times import rfc3339
 from pykubelet.pods import conditions
 from pykubelet.pods.actions import init_done, init_failed, should_restart
-from pykubelet.probes.readiness import update_pod_status
+from pykubelet.probes.readiness import without_probe_results
 from pykubelet.runtime.resources import qos_class
 from pykubelet.runtime.state import EXITED, RUNNING, PodRuntimeState
 from pykubelet.runtime.state import ContainerState as Instance
@@ -131,7 +131,7 @@ def _conditions(pod: Pod, state: PodRuntimeState, status: PodStatus, start_time:
 
 
 def pod_status(pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, str]],
-               host_ip: str, start_time: float, readiness: Readiness = update_pod_status,
+               host_ip: str, start_time: float, readiness: Readiness = without_probe_results,
                now: float | None = None, terminal: bool = False,
                evicted: tuple[str, str] | None = None) -> PodStatus:
     """The status as of `now`: conditions are stamped with it (the status manager keeps the

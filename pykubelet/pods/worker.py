@@ -25,7 +25,6 @@ from pykubelet.pods.podstatus import pod_status
 from pykubelet.pods.sync import PodSyncer
 from pykubelet.pods.wakeups import Wakeups
 from pykubelet.probes.manager import ProbeManager
-from pykubelet.probes.readiness import StartedReady, update_pod_status
 from pykubelet.runtime.state import PodRuntimeState
 from pykubelet.status.manager import StatusManager
 from pykubelet.util import metrics
@@ -146,7 +145,7 @@ class PodWorker:
         # A pod the runtime held before this worker (an agent restart): its transitions happened
         # before we looked, so their times come from the runtime (pods/podstatus.py).
         return pod_status(pod, state, waiting, deps.host_ip, self.start_time,
-                          readiness=lambda pod, status: update_pod_status(pod, status, self._probe_view()),
+                          readiness=deps.probes.update_pod_status,
                           now=None if adopted else deps.clock(), terminal=terminal, evicted=self.evicted)
 
     async def _evict_past_deadline(self, pod: Pod, state: PodRuntimeState) -> float | None:
@@ -209,14 +208,6 @@ class PodWorker:
             result.retry_after(deadline_in)
         resync = deps.resync_seconds
         return min(result.retry_in, resync) if result.retry_in is not None else resync
-
-    def _probe_view(self) -> StartedReady:
-        probes = self.deps.probes
-
-        def view(container_id: str) -> tuple[bool, bool]:
-            result = probes.results(self.uid, container_id)
-            return result.started, result.ready
-        return view
 
     def _track_probes(self, pod: Pod, state: PodRuntimeState) -> None:
         """Probe every running container of the current sandbox; stop probing the rest."""

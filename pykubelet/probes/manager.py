@@ -43,14 +43,6 @@ class ContainerProbes:
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # probe kind -> its loop
 
 
-@dataclass(frozen=True)
-class StartedReady:
-    """One container's started and ready as its own probes say, without the restart rule."""
-
-    started: bool = True
-    ready: bool = True
-
-
 def _probes_of(container: Container) -> dict[str, Probe]:
     return {kind: probe for kind, probe in (("startupProbe", container.startup_probe),
                                             ("livenessProbe", container.liveness_probe),
@@ -74,15 +66,6 @@ class ProbeManager:
         UpdatePodStatus); the rules are readiness.update_pod_status's."""
         results = {cid: readiness.ProbeResults(r.started, r.ready) for cid, r in self._pods.get(pod.uid, {}).items()}
         readiness.update_pod_status(pod, status, results, self.started_at)
-
-    def results(self, uid: str, container_id: str) -> StartedReady:
-        """(started, ready) of one container as its probes say; both True for an unprobed one.
-        For the status code that does not use update_pod_status yet."""
-        r = self._pods.get(uid, {}).get(container_id)
-        if r is None:
-            return StartedReady()
-        return StartedReady(started=r.started if r.started is not None else not r.startup_probed,
-                            ready=r.ready if r.ready is not None else not r.readiness_probed)
 
     def unhealthy(self, uid: str) -> dict[str, str]:
         """Container ID -> why its liveness or startup probe gave up."""

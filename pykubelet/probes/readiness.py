@@ -112,3 +112,8 @@ def update_pod_status(pod: Pod, status: PodStatus, results: Mapping[str, ProbeRe
             container.ready = isinstance(container.state, Terminated) and container.state.exit_code == 0
     for container in status.ephemeral_container_statuses:
         container.ready, container.started = False, None  # never probed, never ready
+
+
+def without_probe_results(pod: Pod, status: PodStatus) -> None:
+    """update_pod_status before any probe concluded anything (no prober: the status code's default)."""
+    update_pod_status(pod, status, {}, 0.0)

@@ -7,7 +7,7 @@ import pytest
 from pykubelet.api.pod import Pod, parse_pod
 from pykubelet.api.pod_status import PodStatus
 from pykubelet.pods.podstatus import pod_status
-from pykubelet.probes.readiness import update_pod_status
+from pykubelet.probes.readiness import without_probe_results
 from pykubelet.runtime.state import CREATED, EXITED, RUNNING, ContainerState, PodRuntimeState, SandboxState
 
 HOST_IP = "192.168.1.10"
@@ -152,7 +152,7 @@ def test_readiness_is_asked_once_and_the_pod_follows_what_it_set():
 
     def app_not_ready(pod: Pod, status_: PodStatus) -> None:
         handed.append(status_)
-        update_pod_status(pod, status_)
+        without_probe_results(pod, status_)
         status_.container_statuses[0].ready = False
 
     s = pod_status(make_pod(), runtime(instance(RUNNING)), {}, HOST_IP, 900.0, readiness=app_not_ready)
@@ -166,7 +166,7 @@ def test_readiness_is_asked_once_and_the_pod_follows_what_it_set():
 
 def test_initialization_waits_for_a_sidecar_until_readiness_says_it_started():
     def sidecar_not_started(pod: Pod, status_: PodStatus) -> None:
-        update_pod_status(pod, status_)
+        without_probe_results(pod, status_)
         status_.init_container_statuses[0].started = False
 
     pod = parse_pod(SIDECAR_POD, where="test")
