@@ -6,6 +6,7 @@ It only hands work out; it never calls the runtime itself (the kubelet's syncLoo
 
 from __future__ import annotations
 
+import asyncio
 from typing import Iterable
 
 from pykubelet.api.pod import Pod, unsupported_fields
@@ -156,14 +157,21 @@ class PodDispatcher:
         self.statuses.finish_deletion(pod)
 
     async def stop(self) -> None:
-        """Cancel every worker: the agent stops, the pods keep running."""
+        """Cancel every worker and wait for each to end: the agent stops, the pods keep running.
+
+        Cancelled itself meanwhile, it still waits for every worker, then raises CancelledError:
+        its caller must learn that it was cancelled, and no worker may outlive the agent.
+        """
         self._stopping = True
-        for worker in list(self.workers.values()):
-            if worker.task:
-                worker.task.cancel()
-        for worker in list(self.workers.values()):
-            if worker.task:
-                try:
-                    await worker.task
-                except BaseException:
-                    pass
+        tasks = [worker.task for worker in self.workers.values() if worker.task is not None]
+        for task in tasks:
+            task.cancel()
+        cancelled: asyncio.CancelledError | None = None
+        pending = set(tasks)
+        while pending:
+            try:
+                _, pending = await asyncio.wait(pending)  # never cancels what it waits for
+            except asyncio.CancelledError as e:
+                cancelled = e
+        if cancelled is not None:
+            raise cancelled
