@@ -34,13 +34,13 @@ async def test_a_sync_reads_the_cache_and_lists_the_runtime_only_through_the_ple
     await asyncio.sleep(0.5)
     lists, statuses = node.runtime.count("ListContainers"), node.runtime.count("ContainerStatus")
     relists = relist_count()
-    worker = node.dispatcher.workers["uid-web"]
-    syncs = worker.syncs
+    record = node.dispatcher.records.get("uid-web")
+    syncs = record.syncs
     for _ in range(10):
-        worker.wake()
+        node.wakeups.wake("uid-web")
         await asyncio.sleep(0)
     await asyncio.sleep(0.001)
-    assert worker.syncs > syncs  # the wake-ups did sync
+    assert record.syncs > syncs  # the wake-ups did sync
     assert relist_count() - relists <= 1  # at most the PLEG's own tick: the syncs asked for no relist
     assert node.runtime.count("ListContainers") - lists == relist_count() - relists  # each one a relist's
     assert node.runtime.count("ContainerStatus") == statuses
