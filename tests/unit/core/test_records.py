@@ -4,22 +4,15 @@ ends, the pods keep running, and a cancelled stop still says it was cancelled)."
 from __future__ import annotations
 
 import asyncio
-import copy
 
 import pytest
 
-from pykubelet.api.pod import parse_pod
 from pykubelet.pods.record import IllegalTransition, Phase, PodRecords
 from pykubelet.util import metrics
 from tests.unit.core.harness import Core, pod, until
+from tests.unit.core.test_node_life import deleted
 
 pytestmark = pytest.mark.looptime
-
-
-def deleted(spec, grace):
-    raw = copy.deepcopy(spec.raw)
-    raw["metadata"].update(deletionTimestamp="2023-11-14T22:15:00Z", deletionGracePeriodSeconds=grace)
-    return parse_pod(raw, where="test")
 
 
 def phase(node, uid="uid-web"):
