@@ -1,9 +1,10 @@
 """One asyncio task per pod UID: the only writer of that pod's runtime state.
 
-Updates collapse: the worker keeps only the latest spec (or the order to terminate) and syncs
-when woken — by a new spec, a runtime event for the pod, a probe result, a back-off ending, or
-the resync period. It reads the runtime only from the runtime cache, at least as new as its own
-last change (pleg/cache.py).
+It works the pod's record (pods/record.py), which the dispatcher fills: the latest spec, or the
+order to terminate. Updates collapse: the worker acts on what the record holds when woken — by a
+new spec, a runtime event for the pod, a probe result, a back-off ending, or the resync period.
+It reads the runtime only from the runtime cache, at least as new as its own last change
+(pleg/cache.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pykubelet.pleg.cache import RuntimeCache
 from pykubelet.pods.history import PodHistory
 from pykubelet.pods.mirror import MirrorPods
 from pykubelet.pods.podstatus import pod_status
+from pykubelet.pods.record import Phase, PodRecord
 from pykubelet.pods.sync import PodSyncer
 from pykubelet.pods.wakeups import Wakeups
 from pykubelet.probes.manager import ProbeManager
@@ -61,47 +63,27 @@ class WorkerDeps:
 
 
 class PodWorker:
-    def __init__(self, uid: str, pod: Pod | None, deps: WorkerDeps, on_done: Callable[[str], None]):
-        self.uid = uid
-        self.pod = pod
+    """Works one pod's record: `sync` while it should run, then `sync_terminating` (stop its
+    containers) and `sync_terminated` (remove what is left), as the kubelet's pod workers do."""
+
+    def __init__(self, record: PodRecord, deps: WorkerDeps, on_done: Callable[[PodRecord], None]):
+        self.record = record
+        self.uid = record.uid
         self.deps = deps
         self.on_done = on_done
-        self.terminating = pod is None
-        self.terminate_grace: int | None = None
-        self.seen_at = deps.clock()  # kubelet_pod_start_duration_seconds counts from here
-        self.start_time = 0.0  # status.startTime unless a previous status says otherwise (first sync)
-        self.syncs = 0
-        self._waiting: dict[str, tuple[str, str]] = {}  # waiting reasons from the last sync
-        self.evicted: tuple[str, str] | None = None  # (reason, message): Failed for good, its containers killed
         self._fresh_after = 0  # the runtime cache's mark of this worker's last change
         self._wake = asyncio.Event()
         self._wake.set()
-        self.task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         self.deps.wakeups.register(self.uid, self.wake)
-        self.task = asyncio.create_task(self._run(), name=f"pod-worker-{self.uid[:8]}")
-
-    def update(self, pod: Pod) -> None:
-        self.pod = pod
-        self._wake.set()
-
-    def terminate(self, grace: int | None = None, pod: Pod | None = None) -> None:
-        """Stop the pod for good; `pod`: its latest spec (a deleted pod's carries the deletion)."""
-        if pod is not None:
-            self.pod = pod
-        self.terminating = True
-        self.terminate_grace = grace
-        self._wake.set()
+        self.record.task = asyncio.create_task(self._run(), name=f"pod-worker-{self.uid[:8]}")
 
     def wake(self) -> None:
         self._wake.set()
 
-    @property
-    def name(self) -> str:
-        return self.pod.full_name if self.pod else self.uid
-
     async def _run(self) -> None:
+        record = self.record
         delay = self.deps.resync_seconds
         error_delay = ERROR_RETRY_MIN
         try:
@@ -111,28 +93,32 @@ class PodWorker:
                 except asyncio.TimeoutError:
                     pass
                 self._wake.clear()
-                try:
-                    if self.terminating:
-                        await self._terminate()
-                        return
+                try:  # a step that fails is retried alone: a pod once stopped is not stopped again
+                    if record.phase is Phase.TERMINATING:
+                        await self.sync_terminating()
+                        record.move(Phase.TERMINATED, "its containers stopped")
+                    if record.phase is not Phase.SYNCING:
+                        return await self.sync_terminated()
                     with metrics.POD_WORKER_DURATION.labels("sync").time():
-                        delay = await self._sync()
+                        delay = await self.sync()
                     error_delay = ERROR_RETRY_MIN
                 except (errors.CRIError, OSError) as e:  # the runtime, or the node's disk (full, say)
-                    log.error("Pod sync failed; will retry", pod=self.name, err=str(e), retryIn=error_delay)
+                    log.error("Pod sync failed; will retry", pod=record.name, err=str(e), retryIn=error_delay)
                     delay, error_delay = error_delay, min(error_delay * 2, ERROR_RETRY_MAX)
         except asyncio.CancelledError:
             raise  # the agent is stopping: leave the pod running
         except Exception as e:  # a bug: surface it, and keep the agent up
-            log.error("Pod worker crashed", exc_info=e, pod=self.name)
+            log.error("Pod worker crashed", exc_info=e, pod=record.name)
         finally:
             self.deps.wakeups.unregister(self.uid, self.wake)
-            self.on_done(self.uid)
+            self.on_done(record)
 
     async def _state(self) -> PodRuntimeState:
         """The pod's runtime state, at least as new as this worker's last change to it."""
         state = await self.deps.cache.newer_than(self.uid, self._fresh_after)
         self.deps.history.observe(state)  # exits and dead sandboxes become steps of its history
+        if not self.record.start_time:  # what the runtime knows of its start (an agent restart), else now
+            self.record.start_time = state.first_seen() or self.record.seen_at
         return state
 
     def _changed_runtime(self) -> None:
@@ -141,60 +127,60 @@ class PodWorker:
     def _status(self, pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, str]],
                 terminal: bool = False) -> PodStatus:
         deps = self.deps
-        adopted = self.syncs == 0 and bool(state.sandboxes or state.containers)
+        adopted = self.record.syncs == 0 and bool(state.sandboxes or state.containers)
         # A pod the runtime held before this worker (an agent restart): its transitions happened
         # before we looked, so their times come from the runtime (pods/podstatus.py).
-        return pod_status(pod, state, waiting, deps.host_ip, self.start_time,
+        return pod_status(pod, state, waiting, deps.host_ip, self.record.start_time,
                           readiness=deps.probes.update_pod_status,
-                          now=None if adopted else deps.clock(), terminal=terminal, evicted=self.evicted)
+                          now=None if adopted else deps.clock(), terminal=terminal, evicted=self.record.evicted)
 
     async def _evict_past_deadline(self, pod: Pod, state: PodRuntimeState) -> float | None:
         """spec.activeDeadlineSeconds, counted from the pod's start time: once it has run out the
         pod is Failed (DeadlineExceeded) and its containers are killed, for good (the kubelet's
         active deadline handler). Returns the seconds left, None without a deadline."""
-        deadline = pod.active_deadline_seconds
-        if deadline is None or self.evicted is not None:
+        deadline, record = pod.active_deadline_seconds, self.record
+        if deadline is None or record.evicted is not None:
             return None
-        left = self.start_time + deadline - self.deps.clock()
+        left = record.start_time + deadline - self.deps.clock()
         if left > 0:
             return left
-        self.evicted = (DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
+        record.evicted = (DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
         log.info("Pod was active longer than its activeDeadlineSeconds; killing it", pod=pod.full_name,
                  activeDeadlineSeconds=deadline)
-        self.deps.recorder.record(pod_ref(pod.namespace, pod.name, pod.uid), NORMAL, *self.evicted)
+        self.deps.recorder.record(pod_ref(pod.namespace, pod.name, pod.uid), NORMAL, *record.evicted)
         self.deps.probes.stop_restart_probes(self.uid)
         await self._report_while(asyncio.ensure_future(
             self.deps.syncer.kill(pod, state, pod.termination_grace_period_seconds)), pod)
         self._changed_runtime()
         return None
 
-    async def _sync(self) -> float:
-        pod, deps = self.pod, self.deps
-        assert pod is not None
+    async def sync(self) -> float:
+        """Run the pod towards its spec (the kubelet's SyncPod); returns the seconds until the next sync."""
+        record, deps = self.record, self.deps
+        pod = record.pod
+        assert pod is not None  # only an orphan has none, and it never syncs
         state = await self._state()
-        if not self.start_time:
-            self.start_time = state.first_seen() or self.seen_at
         deadline_in = await self._evict_past_deadline(pod, state)
-        if self.evicted is not None:  # Failed for good: nothing runs again, the status stays
+        if record.evicted is not None:  # Failed for good: nothing runs again, the status stays
             state = await self._state()
             deps.statuses.set(pod, self._status(pod, state, {}))
             self._track_probes(pod, state)
             return deps.resync_seconds
         # Report what just happened (an exit, say) before acting on it: stopping a finished
         # pod's sandbox or restarting a container takes long enough for a user to notice.
-        deps.statuses.set(pod, self._status(pod, state, self._waiting))
-        self.syncs += 1
+        deps.statuses.set(pod, self._status(pod, state, record.waiting))
+        record.syncs += 1
         probes = deps.probes
         result = await deps.syncer.sync(pod, state, probes.unhealthy(self.uid), probes.kill_graces(self.uid),
                                         probes.unstarted(self.uid))
-        self._waiting = result.waiting
+        record.waiting = result.waiting
         if result.changed:
             self._changed_runtime()
             state = await self._state()
         self._track_probes(pod, state)
         status = self._status(pod, state, result.waiting)
         deps.statuses.set(pod, status)
-        metrics.observe_pod_running(pod.uid, self.seen_at, status.phase)
+        metrics.observe_pod_running(pod.uid, record.seen_at, status.phase)
         if await deps.syncer.prune(state):
             self._changed_runtime()
         if pod.is_static and deps.mirrors is not None:
@@ -239,27 +225,32 @@ class PodWorker:
                 if future is not None and not future.done():
                     future.cancel()
 
-    async def _terminate(self) -> None:
-        deps = self.deps
+    async def sync_terminating(self) -> None:
+        """Stop the pod's containers (preStop first) and sandboxes within the grace period, for good
+        (the kubelet's SyncTerminatingPod)."""
+        record, deps = self.record, self.deps
         state = await self._state()
-        pod = self.pod
-        grace = self.terminate_grace
-        if grace is None:
-            grace = pod.termination_grace_period_seconds if pod else state.grace_seconds()
+        pod = record.pod
         deps.probes.stop_restart_probes(self.uid)
+        stopping = asyncio.ensure_future(deps.syncer.kill(pod, state, record.termination_grace(state)))
         deleted = pod is not None and bool(pod.deletion_timestamp)
+        # As the kubelet does, a deleted pod's status follows its containers while they stop (a
+        # readiness probe that fails marks it not ready), and how they ended (with a terminal
+        # phase) is reported before the pod may go: the status manager writes it before its
+        # final DELETE, and a pod that finalizers keep shows it.
+        await (self._report_while(stopping, pod) if deleted else stopping)
+        self._changed_runtime()
         if deleted:
-            # As the kubelet does, the pod's status follows its containers while they stop (a
-            # readiness probe that fails marks it not ready), and how they ended (with a terminal
-            # phase) is reported before the pod may go: the status manager writes it before its
-            # final DELETE, and a pod that finalizers keep shows it.
-            await self._report_while(asyncio.ensure_future(deps.syncer.kill(pod, state, grace)), pod)
-            self._changed_runtime()
-            state = await self._state()
-            if not self.start_time:
-                self.start_time = state.first_seen() or self.seen_at
-            deps.statuses.set(pod, self._status(pod, state, {}, terminal=True))
-        await deps.syncer.terminate(pod, state, grace)
+            deps.statuses.set(pod, self._status(pod, await self._state(), {}, terminal=True))
+
+    async def sync_terminated(self) -> None:
+        """Remove what is left of the pod: its containers, sandboxes, directories and cgroups, its
+        mirror pod, its probes and (unless a deletion still has to report it) its status (the
+        kubelet's SyncTerminatedPod)."""
+        record, deps = self.record, self.deps
+        state = await self._state()
+        pod = record.pod
+        await deps.syncer.terminate(pod, state, record.termination_grace(state))
         self._changed_runtime()
         if pod is not None and pod.is_static and deps.mirrors is not None:
             try:
@@ -267,5 +258,5 @@ class PodWorker:
             except kube_errors.KubeError as e:
                 log.warning("Could not delete the mirror pod", pod=pod.full_name, err=str(e))
         deps.probes.retain(self.uid, set())
-        if not deleted:
-            deps.statuses.remove(self.uid)  # a deleted pod's final status goes with finish_deletion
+        if pod is None or not pod.deletion_timestamp:
+            deps.statuses.remove(self.uid)  # a deleted pod's final status goes with its final DELETE

@@ -55,12 +55,17 @@ POD_START_DURATION = Histogram(
 REST_CLIENT_REQUESTS = Counter("rest_client_requests", "Number of HTTP requests, partitioned by status code, method, "
                                "and host.", ["code", "method", "host"], registry=REGISTRY)
 
+PROBE_LABELS = ("probe_type", "result", "container", "pod", "namespace", "pod_uid")
 PROBES = Counter("prober_probe", "Cumulative number of a liveness, readiness or startup probe for a container by "
-                 "result.", ["probe_type", "result", "container", "pod", "namespace", "pod_uid"],
-                 registry=PROBES_REGISTRY)
+                 "result.", PROBE_LABELS, registry=PROBES_REGISTRY)
 PROBE_TYPES = {"livenessProbe": "Liveness", "readinessProbe": "Readiness", "startupProbe": "Startup"}
 
+PER_POD: tuple[tuple[Counter, tuple[str, ...]], ...] = ((PROBES, PROBE_LABELS),)
+"""The metrics (with their label names) whose series are labelled with a pod's `pod_uid`:
+forget_pod removes them when the pod is gone."""
+
 _started_pods: set[str] = set()
+"""Pods already counted in kubelet_pod_start_duration_seconds (each counts once)."""
 
 
 def operation_type(rpc: str) -> str:
@@ -73,6 +78,16 @@ def observe_pod_running(uid: str, first_seen: float, phase: str) -> None:
     if phase == "Running" and uid not in _started_pods:
         _started_pods.add(uid)
         POD_START_DURATION.observe(max(0.0, time.time() - first_seen))
+
+
+def forget_pod(uid: str) -> None:
+    """The pod is gone from the node: drop every series labelled with it, so a node running many
+    short-lived pods does not serve (and hold) a series for each pod it ever ran."""
+    _started_pods.discard(uid)
+    for metric, names in PER_POD:
+        for values in {tuple(sample.labels[name] for name in names) for family in metric.collect()
+                       for sample in family.samples if sample.labels.get("pod_uid") == uid}:
+            metric.remove(*values)
 
 
 def observe_probe(kind: str, ok: bool, container: str, pod: str, namespace: str, uid: str) -> None:

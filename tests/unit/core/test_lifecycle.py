@@ -8,9 +8,14 @@ import asyncio
 import pytest
 
 from pykubelet.cri.v1 import api_pb2 as api
+from pykubelet.util import metrics
 from tests.unit.core.harness import pod, until
 
 pytestmark = pytest.mark.looptime
+
+
+def relist_count() -> float:
+    return metrics.REGISTRY.get_sample_value("kubelet_pleg_relist_duration_seconds_count") or 0.0
 
 
 async def test_a_pod_starts_and_reports_running_with_its_ip(node):
@@ -28,15 +33,17 @@ async def test_a_sync_reads_the_cache_and_lists_the_runtime_only_through_the_ple
     # Ten syncs that change nothing (spec updates of the same pod) list nothing and inspect nothing.
     await asyncio.sleep(0.5)
     lists, statuses = node.runtime.count("ListContainers"), node.runtime.count("ContainerStatus")
-    relists = node.pleg.last_relist
-    worker = node.dispatcher.workers["uid-web"]
+    relists = relist_count()
+    record = node.dispatcher.records.get("uid-web")
+    syncs = record.syncs
     for _ in range(10):
-        worker.wake()
+        node.wakeups.wake("uid-web")
         await asyncio.sleep(0)
     await asyncio.sleep(0.001)
-    assert node.runtime.count("ListContainers") - lists <= 1  # at most the PLEG's own tick
+    assert record.syncs > syncs  # the wake-ups did sync
+    assert relist_count() - relists <= 1  # at most the PLEG's own tick: the syncs asked for no relist
+    assert node.runtime.count("ListContainers") - lists == relist_count() - relists  # each one a relist's
     assert node.runtime.count("ContainerStatus") == statuses
-    assert node.pleg.last_relist >= relists
 
 
 async def test_restart_policy_always_restarts_with_the_kubelets_back_off(node):
