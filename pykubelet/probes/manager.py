@@ -87,6 +87,15 @@ class ProbeManager:
         if not containers:
             self._pods.pop(uid, None)
 
+    async def stop(self) -> None:
+        """The agent stops: every probe loop ends (the containers keep running; the next agent
+        probes them again)."""
+        tasks = [task for containers in self._pods.values() for state in containers.values()
+                 for task in state.tasks.values()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
     def stop_restart_probes(self, uid: str) -> None:
         """The pod is terminating: nothing restarts its containers any more, so their liveness and
         startup probes stop (as the kubelet's do); readiness goes on, and the pod's Ready
