@@ -223,7 +223,7 @@ async def connect_to_cluster(s: Settings) -> Cluster:
         from pykubelet.kube.certstore import CertStore
         from pykubelet.kube.rotation import ClientCertificateRotation
 
-        rotation = ClientCertificateRotation(kube, CertStore(s.cluster.cert_dir), s.node_name)
+        rotation = ClientCertificateRotation(kube, CertStore(s.certificate_dir()), s.node_name)
     return Cluster(kube, heartbeat, rotation)
 
 
