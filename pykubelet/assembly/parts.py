@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 import tenacity
 
 from pykubelet import KUBELET_VERSION
+from pykubelet.api.pod import Pod
 from pykubelet.api.sysctls import SysctlAllowlist
 from pykubelet.assembly.pod_path import PodPath, PodPathSettings, WakePath, build_pod_path, build_wake_path
 from pykubelet.config import Settings
@@ -59,14 +60,14 @@ class Cluster:
     rotation: ClientCertificateRotation | None  # rotateCertificates: the client certificate renewed
 
     async def close(self) -> None:
-        await self.kube.close()
+        await self.kube.close()  # and the heartbeat client, made from it
 
 
 @dataclass(frozen=True)
 class Parts:
     """Everything phase build made, for phases start and stop."""
 
-    cri: CRIClient
+    cri: CRIClient  # the agent's: made before phase build, closed after phase stop
     node_ip: str
     pods: PodPath
     network: NetworkManager
@@ -83,7 +84,7 @@ class Parts:
         return self.cluster.kube if self.cluster is not None else None
 
     def start(self, tasks: Tasks, s: Settings) -> None:
-        """Every loop (the servers are the agent's: they come first, and they are what it closes)."""
+        """Phase start's loops. The servers are the agent's (it opens them first and closes them)."""
         sources_ready: list[asyncio.Event] = []
         if self.static_source is not None:
             sources_ready.append(self.static_source.ready)
@@ -189,7 +190,7 @@ async def _build(s: Settings, cri: CRIClient, cluster: Cluster | None, syncloop_
     if kube is not None:
         from pykubelet.sources.apiserver import ApiserverPodSource
 
-        def on_api_pods(listed) -> None:
+        def on_api_pods(listed: list[Pod]) -> None:
             if mirrors is not None:
                 mirrors.update(pod for pod in listed if pod.is_mirror)
             dispatcher.set_pods((pod for pod in listed if not pod.is_mirror), "api")
