@@ -5,11 +5,11 @@ endpoints) on the node."""
 from __future__ import annotations
 
 import asyncio
-import signal
 import sys
 
 from pykubelet.config import ConfigError, build_parser, settings_from_args
 from pykubelet.util.log import get_logger, setup_logging
+from pykubelet.util.tasks import cancel_on_signals
 
 log = get_logger("pykubelet")
 
@@ -19,10 +19,7 @@ EXIT_CONFIG = 2  # bad flags or configuration, as the kubelet and argparse use i
 async def _run_agent(settings) -> int:
     from pykubelet.agent import Agent, LoopDied
 
-    task = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)  # type: ignore[union-attr]
+    cancel_on_signals()
     try:
         await Agent(settings).run()
     except asyncio.CancelledError:

@@ -32,11 +32,6 @@ class CNIError(Exception):
             text += f": {details}"
         super().__init__(text)
 
-    @property
-    def transient(self) -> bool:
-        """The plugin asked to be called again later (code 11)."""
-        return self.code == TRY_AGAIN_LATER
-
 
 class PluginNotFound(CNIError):
     """No executable named after the plugin's "type" in any of the bin dirs."""

@@ -220,7 +220,7 @@ def _finish(settings: Settings) -> Settings:
     if cluster.bootstrap_kubeconfig and not cluster.kubeconfig:
         raise ConfigError("flag --bootstrap-kubeconfig: needs --kubeconfig, where the node's kubeconfig is written "
                           "after TLS bootstrap")
-    cluster.cert_dir = cluster.cert_dir or os.path.join(os.path.abspath(settings.root_dir), "pki")
+    cluster.cert_dir = settings.certificate_dir()
     if settings.server.server_tls_bootstrap and not cluster.kubeconfig:
         raise ConfigError("serverTLSBootstrap (--rotate-server-certificates): needs --kubeconfig, the cluster that "
                           "signs the serving certificate")

@@ -61,7 +61,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("server.port", v.port, "port", "port", "port of the kubelet API (default 10250, 0 disables)",
            flag_type=int, zero_is_default=Z),
     Option("server.tls_cert_file", v.text, "tlsCertFile", "tls-cert-file",
-           "serving certificate of the kubelet API (default: self-signed in <root-dir>/pki)", file_relative=True),
+           "serving certificate of the kubelet API (default: self-signed in the cert dir)", file_relative=True),
     Option("server.tls_private_key_file", v.text, "tlsPrivateKeyFile", "tls-private-key-file",
            "its private key", file_relative=True),
     Option("server.server_tls_bootstrap", v.boolean, "serverTLSBootstrap", "rotate-server-certificates",
@@ -98,7 +98,7 @@ OPTIONS: tuple[Option, ...] = (
            help="when --kubeconfig is missing or its certificate unusable: get a client certificate with these "
                 "(bootstrap token) credentials, then write --kubeconfig"),
     Option("cluster.cert_dir", v.text, flag="cert-dir",
-           help="where the client certificates go (default <root-dir>/pki)"),
+           help="where the node's certificates go: client, serving, self-signed (default <root-dir>/pki)"),
     Option("cluster.rotate_certificates", v.boolean, "rotateCertificates", "rotate-certificates",
            "renew the client certificate before it expires (true/false, default false)"),
     Option("cluster.node_ip", v.text, flag="node-ip", help="the node's InternalIP (default: the default route's address)"),

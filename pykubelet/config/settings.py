@@ -5,6 +5,7 @@ Where a value comes from (a flag, a KubeletConfiguration field) is `options.py`'
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from pykubelet.api.eviction import DEFAULT_EVICTION_HARD, Threshold, parse_thresholds
@@ -64,7 +65,7 @@ class ServerSettings:
     """port / --port: the kubelet API's port (the Node's daemonEndpoints report it); 0 disables it."""
     tls_cert_file: str = ""
     """tlsCertFile / --tls-cert-file: the serving certificate (chain); empty: a self-signed one
-    kept in <root-dir>/pki/kubelet.crt, made once and reused."""
+    kept in <cert-dir>/kubelet.crt, made once and reused."""
     tls_private_key_file: str = ""
     """tlsPrivateKeyFile / --tls-private-key-file: its key."""
     server_tls_bootstrap: bool = False
@@ -123,7 +124,7 @@ class ClusterSettings:
     --kubeconfig is missing or its certificate is unusable; it then writes --kubeconfig (TLS bootstrap)."""
     cert_dir: str = ""
     """--cert-dir: where kubelet-client-<time>.pem and the kubelet-client-current.pem link live;
-    empty: <root-dir>/pki."""
+    empty: <root-dir>/pki (Settings.certificate_dir)."""
     rotate_certificates: bool = False
     """rotateCertificates / --rotate-certificates: renew the client certificate at a random point of
     70-90% of its lifetime, with the node's own credentials."""
@@ -201,3 +202,8 @@ class Settings:
     authz: AuthzSettings = field(default_factory=AuthzSettings)
     cluster: ClusterSettings = field(default_factory=ClusterSettings)
     network: NetworkSettings = field(default_factory=NetworkSettings)
+
+    def certificate_dir(self) -> str:
+        """The one rule for where the node's certificates live (client, serving, self-signed),
+        as the kubelet's --cert-dir: the flag, else <root-dir>/pki."""
+        return self.cluster.cert_dir or os.path.join(os.path.abspath(self.root_dir), "pki")

@@ -157,13 +157,14 @@ def certificate_check(node: Node, area: str, what: str, path: str, label: str = 
 
 def certificates(node: Node) -> None:
     s = node.settings
-    serving = s.server.tls_cert_file or os.path.join(s.root_dir, "pki", CERT_NAME)
+    cert_dir = s.certificate_dir()
+    serving = s.server.tls_cert_file or os.path.join(cert_dir, CERT_NAME)
     if s.server.server_tls_bootstrap:
-        serving = os.path.join(s.cluster.cert_dir, f"{SERVING_PREFIX}-current.pem")
+        serving = os.path.join(cert_dir, f"{SERVING_PREFIX}-current.pem")
     files = [("serving certificate (:10250)", serving)]
     if s.authn.client_ca_file:
         files.append(("client CA", s.authn.client_ca_file))
-    rotated = os.path.join(s.root_dir, "pki", "kubelet-client-current.pem")
+    rotated = os.path.join(cert_dir, "kubelet-client-current.pem")
     if os.path.exists(rotated):
         files.append(("client certificate", rotated))
     for what, path in files:

@@ -18,7 +18,8 @@ from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.pleg.cache import RuntimeCache
 from pykubelet.runtime import labels
 from pykubelet.runtime.service import Runtime
-from pykubelet.runtime.state import PodRuntimeState, inspect_pod
+from pykubelet.runtime.inspect import inspect_pod
+from pykubelet.runtime.state import PodRuntimeState
 from pykubelet.util import metrics
 from pykubelet.util.log import get_logger
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import os
-import signal
 import sys
 from typing import Any
 
@@ -25,6 +24,7 @@ from pykubelet.proxy.inputs import SERVICES_QUERY, SLICES_QUERY, Inputs
 from pykubelet.proxy.proxier import Backend, Proxier
 from pykubelet.proxy.runner import SyncRunner
 from pykubelet.util.log import get_logger, setup_logging
+from pykubelet.util.tasks import Tasks, cancel_on_signals
 
 log = get_logger("pykubelet.proxy")
 
@@ -140,11 +140,10 @@ class ProxyServer:
             log.info("Removed the rules another proxy mode left behind", mode=removed[0])
         kube = await KubeClient.from_kubeconfig(s.kubeconfig, s.qps, s.burst, user_agent="pykubelet-proxy")
         runners: list = []
-        tasks: list[asyncio.Task] = []
+        tasks = Tasks()
         try:
             node_query = {"fieldSelector": f"metadata.name={s.node_name}"}
-            tasks.append(asyncio.create_task(
-                Reflector(kube, "/api/v1/nodes", node_query, self._on_node, "own node").run(), name="node"))
+            tasks.loop("node", Reflector(kube, "/api/v1/nodes", node_query, self._on_node, "own node").run())
             needs_node = s.detect_local_mode == "NodeCIDR" or s.nodeport_addresses == ["primary"]
             try:
                 await asyncio.wait_for(self._node_seen.wait(), NODE_WAIT if needs_node else 2.0)
@@ -176,15 +175,11 @@ class ProxyServer:
                      clusterCIDR=",".join(s.cluster_cidrs) or "none", syncPeriod=s.sync_period,
                      minSyncPeriod=s.min_sync_period)
             for name, reflector in objects.items():
-                tasks.append(asyncio.create_task(reflector.run(), name=name))
-            tasks.append(asyncio.create_task(runner.run(), name="sync"))
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            failed = done.pop()
-            raise RuntimeError(f"{failed.get_name()} stopped: {failed.exception() or 'returned'}")
+                tasks.loop(name, reflector.run())
+            tasks.loop("sync", runner.run())
+            raise await tasks.first_death()
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await tasks.stop()
             for r in runners:
                 await r.cleanup()
             await kube.close()
@@ -200,10 +195,7 @@ def _check_tools(mode: str) -> None:
 
 
 async def _serve(settings: ProxySettings) -> int:
-    task = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)  # type: ignore[union-attr]
+    cancel_on_signals()
     try:
         await ProxyServer(settings).run()
     except asyncio.CancelledError:

@@ -52,7 +52,8 @@ async def start(host: Host, context: ssl.SSLContext | None = None) -> KubeletAPI
     s = host.settings
     cert = "from the cluster (serverTLSBootstrap)"
     if context is None:
-        cert, key = await asyncio.to_thread(tls.serving_files, s.server, s.root_dir, s.node_name, host.node_ips)
+        cert, key = await asyncio.to_thread(tls.serving_files, s.server, s.certificate_dir(), s.node_name,
+                                            host.node_ips)
         context = tls.server_context(s.server, cert, key, s.authn.client_ca_file)
     reviews = InflightReviews()  # one cap for token and access reviews together
     gate = Gate(Authenticator(s.authn, host.review, reviews), Authorizer(s.authz, s.node_name, host.review, reviews))

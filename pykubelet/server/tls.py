@@ -1,7 +1,7 @@
 """TLS of the kubelet API: the serving certificate and the server's SSL context.
 
 Without tlsCertFile/tlsPrivateKeyFile the kubelet makes a self-signed certificate for its node
-once and keeps it in <root-dir>/pki/kubelet.crt and kubelet.key; a restart reuses it, so clients
+once and keeps it in <cert-dir>/kubelet.crt and kubelet.key; a restart reuses it, so clients
 that pinned it keep working. With a client CA, client certificates are asked for but not
 required: requests without one go on to token or anonymous authentication.
 
@@ -75,17 +75,17 @@ def _usable(cert_path: str, key_path: str) -> bool:
         return False
 
 
-def serving_files(settings: ServerSettings, root_dir: str, node_name: str, ips: list[str]) -> tuple[str, str]:
-    """The certificate and key files to serve with: the configured ones, or the node's self-signed pair."""
+def serving_files(settings: ServerSettings, cert_dir: str, node_name: str, ips: list[str]) -> tuple[str, str]:
+    """The certificate and key files to serve with: the configured ones, or the node's self-signed
+    pair in `cert_dir` (Settings.certificate_dir)."""
     if settings.tls_cert_file or settings.tls_private_key_file:
         if not (settings.tls_cert_file and settings.tls_private_key_file):
             raise TLSError("tlsCertFile and tlsPrivateKeyFile must be given together")
         return settings.tls_cert_file, settings.tls_private_key_file
-    pki = os.path.join(root_dir, "pki")
-    cert_path, key_path = os.path.join(pki, CERT_NAME), os.path.join(pki, KEY_NAME)
+    cert_path, key_path = os.path.join(cert_dir, CERT_NAME), os.path.join(cert_dir, KEY_NAME)
     if _usable(cert_path, key_path):
         return cert_path, key_path
-    os.makedirs(pki, mode=0o700, exist_ok=True)
+    os.makedirs(cert_dir, mode=0o700, exist_ok=True)
     cert_pem, key_pem = self_signed(node_name, ips)
     for path, data, mode in ((key_path, key_pem, 0o600), (cert_path, cert_pem, 0o644)):
         tmp = path + ".tmp"
@@ -176,7 +176,7 @@ async def bootstrapped_serving(settings: Settings, kube: KubeClient,
     from pykubelet.kube.rotation import CertificateRotation
 
     serving = RotatingServingContext(settings.server, settings.authn.client_ca_file)
-    store = CertStore(settings.cluster.cert_dir, SERVING_PREFIX)
+    store = CertStore(settings.certificate_dir(), SERVING_PREFIX)
     try:
         pair = await asyncio.to_thread(store.current)
     except CertificateError as e:

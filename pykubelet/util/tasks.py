@@ -8,6 +8,7 @@ ends silently, and `stop` cancels whatever still runs.
 from __future__ import annotations
 
 import asyncio
+import signal
 from typing import Awaitable, Callable
 
 from pykubelet.util.log import get_logger
@@ -16,7 +17,7 @@ log = get_logger(__name__)
 
 
 class LoopDied(RuntimeError):
-    """One of the agent's long-running loops ended; the agent stops (pods keep running)."""
+    """One of the long-running loops ended; the agent (or the proxy) stops, its pods or rules stay."""
 
 
 class Tasks:
@@ -68,3 +69,13 @@ async def after(event: asyncio.Event, then: Callable[[], None]) -> None:
     """A step: once `event` is set, call `then`."""
     await event.wait()
     then()
+
+
+def cancel_on_signals() -> None:
+    """SIGTERM and SIGINT cancel the current task (the agent's or the proxy's run): its `finally`
+    stops what it started, and the command exits 0."""
+    task = asyncio.current_task()
+    assert task is not None, "called outside a task"
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)

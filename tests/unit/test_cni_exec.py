@@ -110,7 +110,7 @@ async def test_an_error_object_becomes_a_cni_error_with_its_code(bin_dir, tmp_pa
     error = caught.value
     assert str(error) == "cni plugin two ADD failed (code 11): busy: lock held"
     assert (error.plugin, error.command, error.code, error.msg, error.details) == ("two", "ADD", 11, "busy", "lock held")
-    assert error.transient and error.code == errors.TRY_AGAIN_LATER
+    assert error.code == errors.TRY_AGAIN_LATER  # "try again later": the plugin is busy, not broken
 
 
 async def test_a_failure_without_an_error_object_reports_stderr(bin_dir):

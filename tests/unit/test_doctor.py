@@ -164,3 +164,16 @@ def test_with_server_tls_bootstrap_the_serving_certificate_checked_is_the_one_fr
     node = Node(settings, "test")
     doctor_host.certificates(node)
     assert node.checks[0].status == OK and "'system:node:n1'" in node.checks[0].title
+
+
+def test_doctor_checks_the_certificates_in_the_cert_dir_not_under_the_root_dir(tmp_path):
+    settings = Settings()
+    settings.root_dir, settings.cluster.cert_dir = str(tmp_path / "root"), str(tmp_path / "certs")
+    (tmp_path / "certs").mkdir()
+    certificate(tmp_path / "certs" / "kubelet.crt", "n1", 365, ())
+    certificate(tmp_path / "certs" / "kubelet-client-current.pem", "system:node:n1", 365, ("system:nodes",))
+    node = Node(settings, "test")
+    doctor_host.certificates(node)
+    checked = [check.title for check in node.checks]
+    assert len(checked) == 2 and all("valid for" in title for title in checked), checked
+    assert all(str(tmp_path / "certs") in " ".join(check.evidence) for check in node.checks)

@@ -13,21 +13,10 @@ import pathlib
 from typing import Any, Awaitable, Callable
 
 from pykubelet.api.pod import Pod, parse_pod
-from pykubelet.kube.events import EventRecorder
-from pykubelet.pleg.cache import RuntimeCache
-from pykubelet.pleg.relist import RelistPLEG
+from pykubelet.assembly.pod_path import PodPathSettings, build_pod_path, build_wake_path
 from pykubelet.pods.admission import Allocatable
-from pykubelet.pods.dispatcher import PodDispatcher
-from pykubelet.pods.history import PodHistory
-from pykubelet.pods.sync import PodSyncer
-from pykubelet.pods.sync_parts import build_sync_parts
-from pykubelet.pods.wakeups import Wakeups
-from pykubelet.pods.worker import WorkerDeps
-from pykubelet.probes.manager import ProbeManager
-from pykubelet.runtime.images import ImageManager
 from pykubelet.runtime.specs import NodeFacts
-from pykubelet.status.manager import StatusManager
-from pykubelet.util.backoff import Backoff
+from pykubelet.util.tasks import Tasks
 from tests.fakes.runtime import FakeRuntime
 
 EPOCH = 1_700_000_000.0
@@ -47,42 +36,29 @@ def pod(name: str = "web", uid: str = "uid-web", containers: list[dict] | None =
 
 
 class Core:
-    """One agent's core. A second Core on the same FakeRuntime is the agent restarted."""
+    """One agent's core, built by the agent's own build_pod_path. A second Core on the same
+    FakeRuntime is the agent restarted."""
 
     def __init__(self, runtime: FakeRuntime, tmp: pathlib.Path, kube: Any = None, mirrors: Any = None):
         self.runtime = runtime
-        self.wakeups = Wakeups()
-        self.cache = RuntimeCache()
-        self.pleg = RelistPLEG(runtime, self.cache, self.wakeups.wake, clock, str(tmp / "root"))
-        self.statuses = StatusManager(kube, mirrors)
-        recorder = EventRecorder(None, NODE)
         node = NodeFacts(node_name=NODE, host_ip=HOST_IP, root_dir=str(tmp / "root"),
                          pod_logs_dir=str(tmp / "logs"), cgroup_root=str(tmp / "cgroup"))
-        syncer = PodSyncer(build_sync_parts(runtime, ImageManager(runtime, Backoff(clock=clock)), recorder,
-                                            PodHistory(clock), node, clock=clock))
-        self.deps = WorkerDeps(cache=self.cache, syncer=syncer, statuses=self.statuses, recorder=recorder,
-                               probes=ProbeManager(runtime, recorder, self.wakeups.wake, clock,
-                                                   observe=syncer.history.probe),
-                               wakeups=self.wakeups, host_ip=HOST_IP, resync_seconds=60.0, mirrors=mirrors,
-                               clock=clock)
-        self.dispatcher = PodDispatcher(self.deps, NODE, Allocatable(pods=110, cpu_millis=4000,
-                                                                     memory_bytes=8 << 30))
-        self._tasks: list[asyncio.Task] = []
+        wake = build_wake_path(runtime, node, kube, clock)
+        self.path = build_pod_path(
+            wake, runtime, PodPathSettings(node, Allocatable(pods=110, cpu_millis=4000, memory_bytes=8 << 30), 60.0),
+            clock=clock, kube=kube, mirrors=mirrors)
+        self.wakeups, self.cache, self.pleg = wake.wakeups, wake.cache, wake.pleg
+        self.statuses, self.deps, self.dispatcher = self.path.statuses, self.path.deps, self.path.dispatcher
+        self.tasks = Tasks()
 
     def start(self) -> "Core":
-        self._tasks.append(asyncio.create_task(self.pleg.run()))
-        if self.statuses.kube is not None:
-            self._tasks.append(asyncio.create_task(self.statuses.run()))
+        self.path.start(self.tasks)
         return self
 
     async def stop(self) -> None:
-        """The agent stops: its loops and workers end, the pods keep running."""
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self.dispatcher.stop()
-        for uid in list(self.deps.probes._pods):
-            self.deps.probes.retain(uid, set())
+        """The agent stops (its stop phase): its loops, workers and probes end, the pods keep running."""
+        await self.tasks.stop()
+        await self.path.stop()
 
     def status(self, uid: str = "uid-web") -> dict[str, Any]:
         return self.statuses.get(uid) or {}

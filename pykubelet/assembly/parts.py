@@ -1,0 +1,268 @@
+"""Phase build: from the settings to every part of the agent, connected and made in dependency
+order; nothing runs yet (agent.py starts, waits and stops what `build` returns).
+
+The cluster-only parts are imported only when the node joins a cluster (the apiserver client
+costs ~40 MB); they are typed here through TYPE_CHECKING imports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Mapping
+
+import tenacity
+
+from pykubelet import KUBELET_VERSION
+from pykubelet.api.pod import Pod
+from pykubelet.api.sysctls import SysctlAllowlist
+from pykubelet.assembly.pod_path import PodPath, PodPathSettings, WakePath, build_pod_path, build_wake_path
+from pykubelet.config import Settings
+from pykubelet.cri import errors
+from pykubelet.cri.client import CRIClient
+from pykubelet.network.manager import NetworkManager
+from pykubelet.node.hostinfo import HostInfo, read_host_info
+from pykubelet.node.status import allocatable_memory_bytes
+from pykubelet.pleg.relist import HEALTHY_WITHIN_SECONDS
+from pykubelet.pods.admission import Allocatable
+from pykubelet.pods.history_records import runtime_cni_chain
+from pykubelet.pods.housekeeping import housekeeping
+from pykubelet.runtime.cgroups import kubepods_under
+from pykubelet.runtime.data_dirs import setup_data_dirs
+from pykubelet.runtime.dns import ClusterDNS
+from pykubelet.runtime.specs import NodeFacts
+from pykubelet.server.stats import IMAGEFS_DIR
+from pykubelet.sources.static_files import StaticPodSource
+from pykubelet.util.durations import format_duration
+from pykubelet.util.hostip import default_route_ip
+from pykubelet.util.log import get_logger
+from pykubelet.util.tasks import LoopDied, Tasks, after
+
+if TYPE_CHECKING:  # joining a cluster only
+    from pykubelet.kube.client import KubeClient
+    from pykubelet.kube.rotation import ClientCertificateRotation
+    from pykubelet.node.manager import NodeManager
+    from pykubelet.pods.mirror import MirrorPods
+    from pykubelet.sources.apiserver import ApiserverPodSource
+    from pykubelet.volumes.api import ApiClients
+
+log = get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The node's connections to its apiserver."""
+
+    kube: KubeClient
+    heartbeat: KubeClient  # for the Lease and node status: no rate limit, its own connections
+    rotation: ClientCertificateRotation | None  # rotateCertificates: the client certificate renewed
+
+    async def close(self) -> None:
+        await self.kube.close()  # and the heartbeat client, made from it
+
+
+@dataclass(frozen=True)
+class Parts:
+    """Everything phase build made, for phases start and stop."""
+
+    cri: CRIClient  # the agent's: made before phase build, closed after phase stop
+    node_ip: str
+    pods: PodPath
+    network: NetworkManager
+    health: Mapping[str, Callable[[], bool]]  # /healthz and the systemd watchdog
+    static_source: StaticPodSource | None
+    cluster: Cluster | None = None
+    node: NodeManager | None = None  # when the agent registers its Node
+    mirrors: MirrorPods | None = None  # likewise
+    api_clients: ApiClients | None = None  # ConfigMaps, Secrets, tokens, Services
+    api_source: ApiserverPodSource | None = None
+
+    @property
+    def kube(self) -> KubeClient | None:
+        return self.cluster.kube if self.cluster is not None else None
+
+    def start(self, tasks: Tasks, s: Settings) -> None:
+        """Phase start's loops. The servers are the agent's (it opens them first and closes them)."""
+        sources_ready: list[asyncio.Event] = []
+        if self.static_source is not None:
+            sources_ready.append(self.static_source.ready)
+            tasks.loop("static-pod-source", self.static_source.run())
+        tasks.loop("network", self.network.run())
+        if self.cluster is not None and self.cluster.rotation is not None:
+            tasks.loop("client-certificate-rotation", self.cluster.rotation.run())
+        if self.api_clients is not None:
+            tasks.loop("service-watch", self.api_clients.services.run())
+        if self.node is not None:
+            tasks.loop("node-status", self.node.run())
+            # Ready may turn True now, not at the next status period.
+            tasks.once("network-ready-report", after(self.network.ready, self.node.nudge))
+            # Mirror pods need the Node's UID as their owner: sync the static pods again.
+            tasks.once("mirror-pods", after(self.node.registered, self.pods.wake.wakeups.wake_all))
+        if self.api_source is not None:
+            sources_ready.append(self.api_source.ready)
+            tasks.loop("apiserver-pod-source", self.api_source.run())
+            tasks.loop("events", self.pods.wake.recorder.run())
+        self.pods.start(tasks)
+        tasks.loop("housekeeping", housekeeping(self.pods.dispatcher, self.pods.wake.cache,
+                                                self.pods.wake.pleg.relisted, sources_ready, s.root_dir,
+                                                kubepods_under(s.pods.cgroup_root)))
+
+    async def stop(self) -> None:
+        """After the loops (Tasks.stop): the workers and probes (never their pods), then the connections."""
+        await self.pods.stop()
+        if self.api_clients is not None:
+            await self.api_clients.objects.close()
+        if self.cluster is not None:
+            await self.cluster.close()
+
+
+async def wait_for_runtime(cri: CRIClient) -> str:
+    """Block until the runtime answers Version; returns "<name>://<version>"."""
+    async for attempt in tenacity.AsyncRetrying(
+            retry=tenacity.retry_if_exception_type(errors.CRIError),
+            wait=tenacity.wait_exponential(multiplier=0.2, max=10),
+            before_sleep=lambda state: log.warning(
+                "Container runtime not answering yet; retrying", endpoint=cri.endpoint,
+                err=str(state.outcome.exception()) if state.outcome else "")):
+        with attempt:
+            version = await cri.version()
+    return f"{version.runtime_name}://{version.runtime_version}"
+
+
+async def build(s: Settings, cri: CRIClient, syncloop_alive: Callable[[], bool]) -> Parts:
+    """Connect, then make every part in dependency order. What it opened is closed if it fails."""
+    cluster = await connect_to_cluster(s) if s.cluster.kubeconfig else None
+    try:
+        return await _build(s, cri, cluster, syncloop_alive)
+    except BaseException:
+        if cluster is not None:
+            await cluster.close()
+        raise
+
+
+async def _build(s: Settings, cri: CRIClient, cluster: Cluster | None, syncloop_alive: Callable[[], bool]) -> Parts:
+    kube = cluster.kube if cluster is not None else None
+    runtime = await wait_for_runtime(cri)
+    log.info("Connected to the container runtime", endpoint=s.runtime.endpoint, runtime=runtime,
+             node=s.node_name, apiserver=kube.host if kube is not None else "none (standalone)")
+    await check_cgroup_driver(s, cri)
+    node_ip = s.cluster.node_ip or await default_route_ip()
+    setup_data_dirs(s.root_dir, s.pods.pod_logs_dir)  # 0750, before anything is written below them
+    host_info = read_host_info(s.root_dir)
+    allocatable = Allocatable(pods=s.pods.max_pods, cpu_millis=host_info.cpus * 1000,
+                              memory_bytes=allocatable_memory_bytes(host_info, s.cluster.eviction_hard))
+    facts = NodeFacts(
+        node_name=s.node_name, host_ip=node_ip, memory_capacity=host_info.memory_bytes,
+        allocatable={"cpu": float(host_info.cpus), "memory": float(allocatable.memory_bytes)},
+        dns=ClusterDNS(tuple(s.cluster.cluster_dns), s.cluster.cluster_domain, s.cluster.resolv_conf),
+        root_dir=s.root_dir, seccomp_root=os.path.join(s.root_dir, "seccomp"), pod_logs_dir=s.pods.pod_logs_dir,
+        cgroup_driver=s.runtime.cgroup_driver, kubepods=kubepods_under(s.pods.cgroup_root))
+    wake = build_wake_path(cri, facts, kube)  # first: everything below wakes pods
+    network = NetworkManager(s.network, cri, s.root_dir, s.node_name, kube)
+    health = {"pleg": wake.pleg.healthy, "syncloop": syncloop_alive}
+    node = mirrors = api_clients = None
+    if kube is not None and s.cluster.register_node:
+        from pykubelet.pods.mirror import MirrorPods
+
+        assert cluster is not None
+        node = registered = node_manager(s, cri, cluster, wake, network, host_info, node_ip)
+        # Mirror pods are owned by the Node: its UID is known once it registered.
+        mirrors = MirrorPods(kube, s.node_name, lambda: registered.node_uid, wake.wakeups.wake)
+    if kube is not None:
+        from pykubelet.kube.objects import ObjectCache, ServiceCache
+        from pykubelet.kube.tokens import TokenManager
+        from pykubelet.volumes.api import ApiClients
+
+        # A changed ConfigMap or Secret wakes the pods that read it.
+        api_clients = ApiClients(ObjectCache(kube, wake.wakeups.wake), TokenManager(kube), ServiceCache(kube))
+    pods = build_pod_path(wake, cri, PodPathSettings(
+        facts, allocatable, s.pods.sync_frequency, SysctlAllowlist.build(s.pods.allowed_unsafe_sysctls),
+        cni_chain=lambda: runtime_cni_chain(s.network.cni_conf_dir)), kube=kube, mirrors=mirrors,
+        api_clients=api_clients)
+    # The pod sources, last: they hand their pods to the dispatcher.
+    dispatcher = pods.dispatcher
+    static_source = api_source = None
+    if s.pods.static_pod_path:
+        static_source = StaticPodSource(s.pods.static_pod_path, s.node_name, s.pods.file_check_frequency,
+                                        lambda found: dispatcher.set_pods(found, "file"))
+    if kube is not None:
+        from pykubelet.sources.apiserver import ApiserverPodSource
+
+        def on_api_pods(listed: list[Pod]) -> None:
+            if mirrors is not None:
+                mirrors.update(pod for pod in listed if pod.is_mirror)
+            dispatcher.set_pods((pod for pod in listed if not pod.is_mirror), "api")
+
+        api_source = ApiserverPodSource(kube, s.node_name, on_api_pods)
+    return Parts(cri, node_ip, pods, network, health, static_source, cluster, node, mirrors, api_clients,
+                 api_source)
+
+
+async def connect_to_cluster(s: Settings) -> Cluster:
+    """The node's identity (TLS bootstrap if it has none yet), then its apiserver clients."""
+    from pykubelet.kube import bootstrap  # costs ~40 MB: only when joining a cluster
+    from pykubelet.kube.client import KubeClient
+
+    user_agent = f"pykubelet/{KUBELET_VERSION}"
+    try:
+        credentials = await bootstrap.node_credentials(s.cluster, s.node_name, user_agent)
+    except bootstrap.BootstrapError as e:
+        raise LoopDied(str(e)) from None
+    kube = await KubeClient.from_kubeconfig(credentials.kubeconfig, s.cluster.api_qps, s.cluster.api_burst,
+                                            user_agent=user_agent, client_pem=credentials.client_pem)
+    try:
+        # The kubelet's heartbeat timeout: the status period, at most the lease duration.
+        heartbeat = await kube.heartbeat_client(min(s.cluster.status_update_seconds,
+                                                    float(s.cluster.lease_duration_seconds)))
+    except BaseException:
+        await kube.close()
+        raise
+    rotation = None
+    if credentials.rotate:
+        from pykubelet.kube.certstore import CertStore
+        from pykubelet.kube.rotation import ClientCertificateRotation
+
+        rotation = ClientCertificateRotation(kube, CertStore(s.certificate_dir()), s.node_name)
+    return Cluster(kube, heartbeat, rotation)
+
+
+async def check_cgroup_driver(s: Settings, cri: CRIClient) -> None:
+    """Refuse to start when our cgroup driver is not the runtime's (runtime/cgroup_driver.py)."""
+    from pykubelet.runtime import cgroup_driver
+
+    try:
+        reported = await cri.runtime_cgroup_driver()
+        info = {} if reported is not None else dict((await cri.status(verbose=True)).info)
+    except errors.CRIError as e:
+        log.warning("Could not ask the runtime for its cgroup driver; trusting cgroupDriver", err=str(e))
+        reported, info = None, {}
+    theirs, source = cgroup_driver.runtime_driver(reported, info)
+    problem = cgroup_driver.mismatch(s.runtime.cgroup_driver, theirs, source)
+    if problem:
+        raise LoopDied(problem)
+
+
+def node_manager(s: Settings, cri: CRIClient, cluster: Cluster, wake: WakePath, network: NetworkManager,
+                 host_info: HostInfo, node_ip: str) -> NodeManager:
+    from pykubelet.node.manager import NodeManager
+
+    pleg = wake.pleg
+
+    def agent_errors() -> list[str]:
+        errs = [f"network plugin is not ready: {network.problem}"] if network.problem else []
+        if pleg.healthy():
+            return errs
+        seen = time.time() - pleg.last_relist if pleg.last_relist else HEALTHY_WITHIN_SECONDS
+        return [f"PLEG is not healthy: pleg was last seen active {format_duration(seen)} ago; "
+                f"threshold is {format_duration(HEALTHY_WITHIN_SECONDS)}", *errs]
+
+    return NodeManager(cluster.kube, cri, wake.recorder, node_name=s.node_name, host_info=host_info, node_ip=node_ip,
+                       labels=s.cluster.node_labels, max_pods=s.pods.max_pods,
+                       thresholds=s.cluster.eviction_hard, root_dir=s.root_dir, imagefs_dir=IMAGEFS_DIR,
+                       kubelet_version=KUBELET_VERSION, update_seconds=s.cluster.status_update_seconds,
+                       report_seconds=s.cluster.status_report_seconds,
+                       lease_seconds=s.cluster.lease_duration_seconds, agent_errors=agent_errors,
+                       kubelet_port=s.server.port, taints=s.cluster.register_with_taints,
+                       provider_id=s.cluster.provider_id, heartbeat=cluster.heartbeat)
