@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup vm-setup venv control-plane e2e run test unit bench soak proto cluster cluster-down conformance install uninstall vagrant-test fresh-check
+.PHONY: setup vm-setup venv control-plane e2e addons run test unit bench soak proto cluster cluster-down conformance install uninstall vagrant-test fresh-check
 
 setup: venv ## system packages, containerd (our config), CNI, local images, .venv
 	bash tests/bed/setup.sh
@@ -22,6 +22,9 @@ control-plane: ## build the Kubernetes binaries the cluster tests run (once; cac
 
 e2e: ## build e2e.test, ginkgo and the e2e images' programs of the same release (once; cached in /var/cache/pykubelet/e2e)
 	bash tests/bed/build-conformance.sh
+
+addons: ## CoreDNS, kube-proxy, flannel and metrics-server images built from their Go modules and imported under their upstream names; their manifests in build/addons/ (cached in /var/cache/pykubelet/addons)
+	bash tests/bed/build-addons.sh
 
 conformance: setup control-plane e2e ## Kubernetes' own [NodeConformance] e2e specs on one pykubelet node; NODE=kubelet: the real kubelet (CONFORMANCE_FOCUS, CONFORMANCE_SKIP, CONFORMANCE_PROCS)
 	$(PY) -m tests.conformance.run

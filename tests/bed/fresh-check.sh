@@ -72,6 +72,7 @@ step kube-proxy    bash tests/bed/build-kube-proxy.sh
 step e2e           make --no-print-directory e2e
 step images        "$venv/bin/python" tests/bed/images_control_plane.py --no-import --cache "$PYKUBELET_CACHE"
 step e2e-images    "$venv/bin/python" tests/bed/images_e2e.py --no-import --cache "$PYKUBELET_CACHE"
+step addons        bash tests/bed/build-addons.sh --no-import --manifests "$work/addons"
 step wheelhouse    "$venv/bin/python" tests/bed/wheelhouse.py --dir "$PYKUBELET_CACHE/wheels"
 step vm-setup      make --no-print-directory vm-setup
 

@@ -78,6 +78,8 @@ class Entry:
     mode: int = 0o755
     data: bytes = b""
     target: str = ""
+    # Extended attributes (name -> raw value), e.g. a file capability (security.capability).
+    xattrs: tuple[tuple[str, bytes], ...] = ()
 
 
 def deterministic_tar(entries: list[Entry]) -> bytes:
@@ -90,6 +92,11 @@ def deterministic_tar(entries: list[Entry]) -> bytes:
             ti.uid = ti.gid = 0
             ti.uname = ti.gname = ""
             ti.mode = e.mode
+            if e.xattrs:
+                # The PAX records containerd's unpacker turns into setxattr calls; the raw bytes
+                # survive tarfile's encoding through surrogateescape (it marks them BINARY).
+                ti.pax_headers = {"SCHILY.xattr." + k: v.decode("utf-8", "surrogateescape")
+                                  for k, v in e.xattrs}
             if e.kind == "dir":
                 ti.type = tarfile.DIRTYPE
                 tar.addfile(ti)

@@ -71,17 +71,18 @@ def log(msg: str) -> None:
 # ----------------------------------------------------------------------- Debian packages
 
 
-def fetch_debs(packages: list[str]) -> list[Path]:
-    """The .debs of `packages` and everything they depend on (no recommends), from the cache or apt.
+def fetch_debs(packages: list[str], debs: Path = DEBS) -> list[Path]:
+    """The .debs of `packages` and everything they depend on (no recommends), from the cache `debs`
+    or apt.
 
     apt resolves against an empty status file, so it neither sees nor touches this machine's
     installed packages; NoLocking because nothing of the machine's dpkg state is written."""
-    DEBS.mkdir(parents=True, exist_ok=True)
-    (DEBS / "partial").mkdir(exist_ok=True)
-    status = DEBS / ".empty-status"
+    debs.mkdir(parents=True, exist_ok=True)
+    (debs / "partial").mkdir(exist_ok=True)
+    status = debs / ".empty-status"
     status.touch()
     apt = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "-o", "Debug::NoLocking=1",
-           "-o", f"Dir::State::status={status}", "-o", f"Dir::Cache::archives={DEBS}"]
+           "-o", f"Dir::State::status={status}", "-o", f"Dir::Cache::archives={debs}"]
     names = _closure(apt, packages)
     if names is None:  # stale package lists (a version left the mirror): refresh them once
         log("apt cannot resolve the packages with the current lists; running apt-get update")
@@ -89,12 +90,12 @@ def fetch_debs(packages: list[str]) -> list[Path]:
         names = _closure(apt, packages)
     if names is None:
         raise SystemExit(f"images_e2e.py: apt cannot resolve {packages}")
-    if any(not (DEBS / name).is_file() for name in names):
-        log(f"downloading Debian packages into {DEBS}: {' '.join(packages)} and their dependencies")
+    if any(not (debs / name).is_file() for name in names):
+        log(f"downloading Debian packages into {debs}: {' '.join(packages)} and their dependencies")
         r = subprocess.run([*apt, "--download-only", *packages], capture_output=True, text=True)
         if r.returncode != 0:
             raise SystemExit(f"images_e2e.py: apt-get download failed:\n{r.stderr.strip()}")
-    return [DEBS / name for name in sorted(names)]
+    return [debs / name for name in sorted(names)]
 
 
 # Inst NAME (VERSION RELEASE [ARCH]) [what it breaks, if anything]

@@ -1,0 +1,129 @@
+"""The add-ons' manifests as their projects ship them, with the one change this machine forces.
+
+Nothing can be pulled from a registry here, so every container gets ``imagePullPolicy: Never``:
+the images are the ones tests/bed/build-addons.sh imported, and a node that lacks one reports
+ErrImageNeverPull at once instead of retrying a pull that cannot succeed. Everything else,
+comments and layout included, is left as shipped: the policy is edited in the text, not by
+re-serialising the YAML.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+PULL_POLICY = "Never"
+# `image: X` as a mapping key, possibly the first key of a list item (`- image: X`).
+IMAGE_LINE = re.compile(r"^(?P<indent> *)(?P<item>- )?image: *\S")
+POLICY_LINE = re.compile(r"^(?P<lead> *(?:- )?)imagePullPolicy:.*$")
+
+
+@dataclass(frozen=True)
+class Manifest:
+    file_name: str  # under build/addons/
+    source: str  # where the text comes from, said in the file's header
+    text: str  # as shipped
+
+
+def never_pull(text: str) -> str:
+    """`text` with every container's imagePullPolicy set to Never (added where it is missing)."""
+    lines = text.splitlines(keepends=True)
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        if policy := POLICY_LINE.match(line.rstrip("\n")):
+            out.append(f"{policy['lead']}imagePullPolicy: {PULL_POLICY}\n")
+            continue
+        out.append(line)
+        if image := IMAGE_LINE.match(line):
+            key_indent = len(image["indent"]) + len(image["item"] or "")
+            if not _has_policy(lines, i, key_indent):
+                out.append(" " * key_indent + f"imagePullPolicy: {PULL_POLICY}\n")
+    return "".join(out)
+
+
+def _has_policy(lines: list[str], image_at: int, key_indent: int) -> bool:
+    """Whether the mapping holding the `image:` key at `image_at` also has an imagePullPolicy."""
+    start = image_at
+    while not _starts_item(lines[start], key_indent) and start > 0:
+        # Backwards, the mapping starts at its `- ` item line, or after a less indented line.
+        prev = lines[start - 1]
+        if prev.strip() and not prev.lstrip().startswith("#") and _indent(prev) < key_indent \
+                and not _starts_item(prev, key_indent):
+            break
+        start -= 1
+    end = image_at + 1
+    while end < len(lines):
+        # Forwards, it ends before a less indented line or the next item.
+        line = lines[end]
+        if line.strip() and not line.lstrip().startswith("#") and \
+                (_indent(line) < key_indent or _starts_item(line, key_indent)):
+            break
+        end += 1
+    return any(line[key_indent:].startswith("imagePullPolicy:") and
+               (_indent(line) == key_indent or _starts_item(line, key_indent))
+               for line in lines[start:end])
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _starts_item(line: str, key_indent: int) -> bool:
+    return key_indent >= 2 and line.startswith(" " * (key_indent - 2) + "- ")
+
+
+def header(manifest: Manifest) -> str:
+    return (f"# Written by `make addons` (tests/bed/build-addons.sh) from {manifest.source}.\n"
+            f"# Changed: imagePullPolicy: {PULL_POLICY} on every container (no registry is reachable\n"
+            "# here; the images are built locally under these names). Nothing else.\n")
+
+
+def write(manifest: Manifest, directory: Path) -> bool:
+    """Write the manifest into `directory`, unless the file there already says the same; whether
+    it wrote."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / manifest.file_name
+    text = header(manifest) + never_pull(manifest.text)
+    if path.is_file() and path.read_text() == text:
+        return False
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+    return True
+
+
+def images_in(text: str) -> list[str]:
+    """The image references a manifest names, in order, each once."""
+    found = [line.split("image:", 1)[1].strip().strip("'\"") for line in text.splitlines()
+             if IMAGE_LINE.match(line)]
+    return list(dict.fromkeys(found))
+
+
+def coredns(kubeadm: Path, k8s_version: str) -> Manifest:
+    """kubeadm's own CoreDNS objects, printed by its addon phase (a default ClusterConfiguration:
+    service CIDR 10.96.0.0/12, so the kube-dns Service is 10.96.0.10, domain cluster.local, as
+    the test control plane of `make cluster` uses)."""
+    text = _run([str(kubeadm), "init", "phase", "addon", "coredns", "--print-manifest",
+                 "--kubernetes-version", k8s_version])
+    return Manifest("coredns.yaml", f"`kubeadm init phase addon coredns --print-manifest` ({k8s_version})", text)
+
+
+def flannel(source: Path, module: str) -> Manifest:
+    """The release's manifest, from its module (`source` is where Go unpacked `module`)."""
+    text = (source / "Documentation" / "kube-flannel.yml").read_text()
+    return Manifest("kube-flannel.yml", f"{module}: Documentation/kube-flannel.yml", text)
+
+
+def metrics_server(source: Path, module: str, kubectl: Path) -> Manifest:
+    """The release's components.yaml, made as its Makefile's release-manifests target makes it."""
+    text = _run([str(kubectl), "kustomize", str(source / "manifests" / "overlays" / "release")])
+    return Manifest("metrics-server.yaml",
+                    f"{module}: `kubectl kustomize manifests/overlays/release` (the release's components.yaml)", text)
+
+
+def _run(cmd: list[str]) -> str:
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"addon_manifests.py: `{' '.join(cmd)}` failed (rc={r.returncode}):\n{r.stderr.strip()}")
+    return r.stdout
