@@ -7,7 +7,8 @@ built from the binaries build-control-plane.sh already made: each is one layer h
 image's PATH; certificates and kubeconfigs come from hostPath mounts, so a static binary is all
 an image needs). pause is tests/bed/pause.c under kubeadm's pause tag. Images that cannot be
 built from those binaries (CoreDNS; kube-proxy, whose image also needs iptables) are reported
-and left out: `kubeadm init` skips their addons.
+and left out here: `make addons` builds them (tests/bed/build-addons.sh); until then `kubeadm
+init` skips their addons.
 
 The OCI layout, the cache (keyed by the binaries' size and mtime) and the import are
 tests/bed/images.py's; built tars live in $PYKUBELET_CACHE/images/, built once under a lock.
