@@ -107,7 +107,7 @@ class Parts:
         self.pods.start(tasks)
         tasks.loop("housekeeping", housekeeping(self.pods.dispatcher, self.pods.wake.cache,
                                                 self.pods.wake.pleg.relisted, sources_ready, s.root_dir,
-                                                kubepods_under(s.pods.cgroup_root)))
+                                                kubepods_under(s.pods.cgroup_root), s.pods.pod_logs_dir))
 
     async def stop(self) -> None:
         """After the loops (Tasks.stop): the workers and probes (never their pods), then the connections."""

@@ -1,7 +1,7 @@
 """Housekeeping (the kubelet's HandlePodCleanups), every 2 s once every pod source has spoken:
 terminate the runtime's pods no source wants, restart missing workers, and remove the
-directories and cgroups of pods nothing knows any more (a pod removed while the agent was down,
-or whose cleanup was cut short, leaves them).
+directories, log directories and cgroups of pods nothing knows any more (a pod removed while the
+agent was down, or whose cleanup was cut short, leaves them).
 
 Only once every source delivered its first set, or a restarted agent would kill pods it simply
 has not read yet.
@@ -13,7 +13,7 @@ import asyncio
 
 from pykubelet.pleg.cache import RuntimeCache
 from pykubelet.pods.dispatcher import PodDispatcher
-from pykubelet.runtime import cgroups
+from pykubelet.runtime import cgroups, data_dirs
 from pykubelet.util.log import get_logger
 from pykubelet.volumes import local as local_volumes
 
@@ -24,7 +24,8 @@ ORPHAN_CGROUP_QUIET_SECONDS = 10.0  # see cgroups.orphaned_pod_cgroups
 
 
 async def housekeeping(dispatcher: PodDispatcher, cache: RuntimeCache, relisted: asyncio.Event,
-                       sources_ready: list[asyncio.Event], root_dir: str, kubepods: str = cgroups.KUBEPODS) -> None:
+                       sources_ready: list[asyncio.Event], root_dir: str, kubepods: str = cgroups.KUBEPODS,
+                       pod_logs_dir: str | None = None) -> None:
     for event in sources_ready:
         await event.wait()
     while True:
@@ -34,6 +35,9 @@ async def housekeeping(dispatcher: PodDispatcher, cache: RuntimeCache, relisted:
         known = set(dispatcher.desired) | set(dispatcher.workers) | runtime_uids
         for uid in await asyncio.to_thread(local_volumes.remove_orphaned_pod_dirs, root_dir, known):
             log.info("Removed the directory of an orphaned pod", uid=uid)
+        if pod_logs_dir is not None:
+            for uid in await asyncio.to_thread(data_dirs.remove_orphaned_pod_log_dirs, pod_logs_dir, known):
+                log.info("Removed the log directory of an orphaned pod", uid=uid)
         for uid in await asyncio.to_thread(cgroups.orphaned_pod_cgroups, known, ORPHAN_CGROUP_QUIET_SECONDS,
                                            kubepods=kubepods):
             await asyncio.to_thread(cgroups.remove_pod_cgroups, uid, kubepods=kubepods)

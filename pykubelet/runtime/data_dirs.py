@@ -58,3 +58,24 @@ def ensure_pod_dirs(root_dir: str, uid: str) -> None:
 def remove_pod_log_dir(pod_logs_dir: str, namespace: str, name: str, uid: str) -> bool:
     """Remove <pod-logs-dir>/<namespace>_<name>_<uid>; never anything outside that one directory."""
     return safe_remove.remove_child_dir(pod_logs_dir, paths.pod_log_dir_name(namespace, name, uid))
+
+
+def remove_orphaned_pod_log_dirs(pod_logs_dir: str, keep: set[str]) -> list[str]:
+    """Remove the <namespace>_<name>_<uid> directories of pods nothing knows any more (the
+    kubelet's container GC does the same): a pod whose cleanup was cut short (the agent killed
+    after the pod's final status, before its files went) leaves one. The UIDs whose directory went.
+    Entries that are not a pod's log directory are left alone."""
+    try:
+        entries = os.listdir(pod_logs_dir)
+    except FileNotFoundError:
+        return []
+    removed = []
+    for entry in entries:
+        parts = entry.split("_")  # namespaces, names and UIDs never hold "_"
+        if len(parts) == 3 and all(parts) and parts[2] not in keep:
+            try:
+                if safe_remove.remove_child_dir(pod_logs_dir, entry):
+                    removed.append(parts[2])
+            except safe_remove.UnsafeName:
+                continue
+    return removed

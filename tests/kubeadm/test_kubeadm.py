@@ -133,7 +133,10 @@ async def test_a_forced_rotation_renews_the_joined_nodes_certificate(control_pla
     new_pem = worker.read(CURRENT)
     new = load_pair(new_pem, new_pem, "rotated")
     assert new.not_after - new.not_before > 300 * 24 * 3600
-    assert "Client certificate rotated" in worker.kubelet_log()
+    # The new pair is in place before the client switches to it; the agent says so once it has.
+    await wait_for(lambda: "Client certificate rotated" in worker.kubelet_log(), 30,
+                   "the agent to switch its client to the rotated certificate",
+                   describe=lambda: control_plane.describe(worker))
     await wait_for(lambda: datetime.datetime.now(datetime.timezone.utc).timestamp() > old.not_after + 12,
                    lifetime + 20, "the old certificate to expire")
     await wait_for(lambda: control_plane.node_ready(worker.name), 30, "the worker still Ready",

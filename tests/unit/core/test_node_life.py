@@ -245,6 +245,30 @@ async def test_housekeeping_after_a_restart_terminates_only_what_no_source_wants
         await second.stop()
 
 
+async def test_housekeeping_removes_the_log_directory_a_cut_short_cleanup_left(tmp_path):
+    """An agent killed after a deleted pod's final status, before its files went: the next agent
+    sees nothing of the pod anywhere but its log directory, and removes that (only that)."""
+    runtime = FakeRuntime(clock)
+    node = Core(runtime, tmp_path).start()
+    node.dispatcher.set_pods([pod()])
+    await until(lambda: node.status().get("phase") == "Running")
+    logs = tmp_path / "logs"
+    kept = {p.name for p in logs.iterdir()}  # the running pod's
+    (logs / "default_gone_uid-gone" / "app").mkdir(parents=True)
+    (logs / "default_gone_uid-gone" / "app" / "0.log").write_text("the last words\n")
+    (logs / "not-a-pod").mkdir()
+    source_ready = asyncio.Event()
+    source_ready.set()
+    task = asyncio.create_task(housekeeping(node.dispatcher, node.cache, node.pleg.relisted, [source_ready],
+                                            str(tmp_path / "root"), pod_logs_dir=str(logs)))
+    try:
+        await until(lambda: not (logs / "default_gone_uid-gone").exists(), what="the orphan's log directory gone")
+        assert {p.name for p in logs.iterdir()} == kept | {"not-a-pod"}
+    finally:
+        task.cancel()
+        await node.stop()
+
+
 async def test_a_static_pod_gets_a_mirror_pod_that_comes_back_and_goes_with_it(tmp_path):
     runtime, kube = FakeRuntime(clock), FakeKube()
     wake = []
