@@ -92,3 +92,25 @@ def test_bad_file_values_name_the_file_and_field(tmp_path):
 def test_cleanup_needs_no_kubeconfig():
     s, _ = parse(["--cleanup"])
     assert s.cleanup
+
+
+def test_kubeadms_file_with_every_unset_field_written_as_zero_gets_kube_proxys_defaults(tmp_path):
+    # What `kubeadm init` writes into the kube-proxy ConfigMap: every field, unset ones as zeros.
+    path = write(tmp_path, config(
+        bindAddress="0.0.0.0", bindAddressHardFail=False, clusterCIDR="", configSyncPeriod="0s",
+        clientConnection={"kubeconfig": "/etc/kp.conf", "qps": 0, "burst": 0, "contentType": ""},
+        conntrack={"maxPerCore": None, "udpTimeout": "0s", "tcpBeLiberal": False}, detectLocalMode="",
+        enableProfiling=False, healthzBindAddress="", metricsBindAddress="", mode="", nodePortAddresses=None,
+        iptables={"localhostNodePorts": None, "masqueradeAll": False, "masqueradeBit": None,
+                  "minSyncPeriod": "0s", "syncPeriod": "0s"},
+        ipvs={"syncPeriod": "0s", "strictARP": False, "excludeCIDRs": None},
+        logging={"flushFrequency": 0, "options": {"json": {"infoBufferSize": "0"}}, "verbosity": 0}))
+    s, warnings = parse(["--config", path, "--hostname-override", "node-a"])
+    defaults, _ = parse(["--kubeconfig", "/etc/kp.conf", "--hostname-override", "node-a"])
+    assert s == defaults and warnings == []
+
+
+def test_a_zero_masquerade_bit_and_false_localhost_nodeports_are_values_not_unset(tmp_path):
+    path = write(tmp_path, config(iptables={"masqueradeBit": 0, "localhostNodePorts": False}))
+    s, _ = parse(["--config", path])
+    assert s.masquerade_bit == 0 and not s.localhost_nodeports
