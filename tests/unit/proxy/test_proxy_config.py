@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from pykubelet.config import ServerSettings
+from pykubelet.kube.client import KubeClient
 from pykubelet.proxy.config import ConfigError, settings_from_args
+from pykubelet.server import tls
 
 
 def parse(argv: list[str]) -> tuple[object, list[str]]:
@@ -114,3 +117,27 @@ def test_a_zero_masquerade_bit_and_false_localhost_nodeports_are_values_not_unse
     path = write(tmp_path, config(iptables={"masqueradeBit": 0, "localhostNodePorts": False}))
     s, _ = parse(["--config", path])
     assert s.masquerade_bit == 0 and not s.localhost_nodeports
+
+
+async def test_the_kubeconfig_kubeadm_gives_the_proxy_authenticates_with_the_pods_token_and_ca(tmp_path):
+    # kubeadm's kubeconfig.conf for kube-proxy: the Pod's ServiceAccount token and CA, by absolute path.
+    secrets = tmp_path / "serviceaccount"
+    secrets.mkdir()
+    (secrets / "token").write_text("the-pods-token")
+    cert, _ = tls.serving_files(ServerSettings(), str(tmp_path / "pki"), "apiserver", ["10.0.0.1"])
+    (secrets / "ca.crt").write_bytes(open(cert, "rb").read())  # any certificate serves as a CA here
+    kubeconfig = tmp_path / "kubeconfig.conf"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "default",
+        "clusters": [{"name": "default", "cluster": {"server": "https://10.0.0.1:6443",
+                                                     "certificate-authority": str(secrets / "ca.crt")}}],
+        "contexts": [{"name": "default", "context": {"cluster": "default", "user": "default"}}],
+        "users": [{"name": "default", "user": {"tokenFile": str(secrets / "token")}}]}))
+    client = await KubeClient.from_kubeconfig(str(kubeconfig), user_agent="pykubelet-proxy")
+    try:
+        configuration = client._api.configuration
+        assert await configuration.get_api_key_with_prefix("BearerToken") == "Bearer the-pods-token"
+        assert configuration.ssl_ca_cert == str(secrets / "ca.crt") and configuration.verify_ssl
+        assert client.host == "https://10.0.0.1:6443"
+    finally:
+        await client.close()
