@@ -25,7 +25,7 @@ from kubeadm (`kubeadm config images list`) or from the manifest that runs it, n
 
 Debian packages are fetched as images_e2e.py fetches them (nothing is installed on the machine).
 
-Usage: images_addons.py --manifests DIR [--cache DIR] [--no-import] [--snapshotter S]
+Usage: images_addons.py --manifests DIR [--cache DIR] [--wheels DIR] [--no-import] [--snapshotter S]
 (with the environment build-addons.sh sets).
 """
 from __future__ import annotations
@@ -71,11 +71,11 @@ IPTABLES_ALTERNATIVES = [f"{family}{suffix}" for family in ("iptables", "ip6tabl
 class Paths:
     """Where the inputs are: the cache's programs and the module sources build-addons.sh names."""
 
-    def __init__(self, cache: Path):
+    def __init__(self, cache: Path, wheels: Path | None = None):
         self.bin = cache / "addons" / "bin"
         self.debs = cache / "addons" / "debs"
         self.k8s_bin = cache / "k8s" / K8S_VERSION / "bin"
-        self.wheels = cache / "wheels"  # wheelhouse.py's directory
+        self.wheels = wheels or cache / "wheels"  # wheelhouse.py's directory
         self.kubeadm = Path(os.environ.get("ADDONS_KUBEADM", self.k8s_bin / "kubeadm"))
         self.flannel_source = Path(_env("ADDONS_FLANNEL_SOURCE"))
         self.metrics_server_source = Path(_env("ADDONS_METRICS_SERVER_SOURCE"))
@@ -191,7 +191,8 @@ def specs(paths: Paths, names: dict[str, str]) -> list[ImageSpec]:
 
 
 def image_names(paths: Paths, written: dict[str, str]) -> dict[str, str]:
-    """Each image's reference: kubeadm's for CoreDNS and kube-proxy, the manifests' for the rest."""
+    """Each image's reference: kubeadm's for CoreDNS and kube-proxy, the wheel's version for
+    pykubelet, the manifests' for the rest."""
     kubeadm = images_control_plane.kubeadm_images(paths.kubeadm)
     by_base = {ref.rsplit("/", 1)[-1].split(":", 1)[0]: ref for ref in kubeadm}
     names = {"coredns": by_base["coredns"], "kube-proxy": by_base["kube-proxy"],
@@ -219,11 +220,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cache", default=bed.DEFAULT_CACHE, help="cache dir (default %(default)s)")
     ap.add_argument("--manifests", type=Path, required=True, help="where to write the manifests")
+    ap.add_argument("--wheels", type=Path, default=None, help="wheelhouse directory (default CACHE/wheels)")
     ap.add_argument("--snapshotter", default=None, help="containerd snapshotter to unpack for")
     ap.add_argument("--no-import", action="store_true", help="only build the tars into the cache")
     args = ap.parse_args(argv)
     cache = Path(args.cache)
-    paths = Paths(cache)
+    paths = Paths(cache, args.wheels)
     images_pykubelet.build_wheels(paths.wheels)  # from this tree, every run: the image's key follows it
     names = image_names(paths, write_manifests(paths, args.manifests))
     ctr = None
