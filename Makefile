@@ -23,7 +23,7 @@ control-plane: ## build the Kubernetes binaries the cluster tests run (once; cac
 e2e: ## build e2e.test, ginkgo and the e2e images' programs of the same release (once; cached in /var/cache/pykubelet/e2e)
 	bash tests/bed/build-conformance.sh
 
-addons: ## CoreDNS, kube-proxy, flannel and metrics-server images built from their Go modules and imported under their upstream names; their manifests in build/addons/ (cached in /var/cache/pykubelet/addons)
+addons: ## CoreDNS, kube-proxy, flannel and metrics-server images built from their Go modules and imported under their upstream names, and pykubelet's own (localhost/pykubelet) for pykubelet-proxy.yaml; their manifests in build/addons/ (cached in /var/cache/pykubelet/addons)
 	bash tests/bed/build-addons.sh
 
 conformance: setup control-plane e2e ## Kubernetes' own [NodeConformance] e2e specs on one pykubelet node; NODE=kubelet: the real kubelet (CONFORMANCE_FOCUS, CONFORMANCE_SKIP, CONFORMANCE_PROCS)

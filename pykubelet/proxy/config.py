@@ -174,6 +174,21 @@ FILE_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
 }
 
 
+# kubeadm writes every field of the file, the ones it leaves unset as their zero value ("", 0, a
+# 0s duration, null, false), and kube-proxy's defaulting treats a zero as unset; so does this. A
+# masquerade bit of 0 is a real choice (only null means unset), and false is a value for the
+# booleans read here (for the ones not implemented, false is kube-proxy's default: nothing to warn).
+ZERO_IS_A_VALUE = {"{mode}.masqueradeBit"}
+
+
+def _zero(value: Any, false_too: bool = False) -> bool:
+    if isinstance(value, dict):  # e.g. logging, which kubeadm writes as a tree of zeros
+        return all(_zero(v, false_too) for v in value.values())
+    if isinstance(value, bool):
+        return false_too and not value
+    return value is None or value in ("", "0", "0s", 0, [])
+
+
 def _leaves(doc: dict[str, Any], prefix: str = "") -> Any:
     for key, value in doc.items():
         name = prefix + str(key)
@@ -196,13 +211,14 @@ def load_file(path: str, settings: ProxySettings, warn: Callable[[str], None]) -
     except ValueError as e:
         raise ConfigError(f"{path}: field mode: {e}") from None
     fields = {key.replace("{mode}", mode): target for key, target in FILE_FIELDS.items()}
+    zero_is_a_value = {key.replace("{mode}", mode) for key in ZERO_IS_A_VALUE}
     other = "nftables" if mode == "iptables" else "iptables"
     for key, value in _leaves(doc):
         if key in ("apiVersion", "kind"):
             continue
         if key in fields:
             attr, parse = fields[key]
-            if value is None:
+            if value is None or (_zero(value) and key not in zero_is_a_value):
                 continue
             try:
                 setattr(settings, attr, parse(value))
@@ -211,7 +227,7 @@ def load_file(path: str, settings: ProxySettings, warn: Callable[[str], None]) -
         elif key.split(".")[0] == other:
             continue  # the other mode's section: not ours to read
         elif key in UNIMPLEMENTED_FIELDS or key.split(".")[0] in UNIMPLEMENTED_FIELDS:
-            if value not in (None, {}, [], ""):
+            if not _zero(value, false_too=True):
                 warn(f"{path}: field {key} is not implemented by pykubelet proxy; ignored")
         else:
             warn(f"{path}: unknown field {key}; ignored")

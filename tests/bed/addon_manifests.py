@@ -23,7 +23,8 @@ POLICY_LINE = re.compile(r"^(?P<lead> *(?:- )?)imagePullPolicy:.*$")
 class Manifest:
     file_name: str  # under build/addons/
     source: str  # where the text comes from, said in the file's header
-    text: str  # as shipped
+    text: str  # as shipped, or as made from what was shipped (see `changes`)
+    changes: str = ""  # what else differs from the source, for the header: whole comment lines
 
 
 def never_pull(text: str) -> str:
@@ -76,7 +77,8 @@ def _starts_item(line: str, key_indent: int) -> bool:
 def header(manifest: Manifest) -> str:
     return (f"# Written by `make addons` (tests/bed/build-addons.sh) from {manifest.source}.\n"
             f"# Changed: imagePullPolicy: {PULL_POLICY} on every container (no registry is reachable\n"
-            "# here; the images are built locally under these names). Nothing else.\n")
+            "# here; the images are built locally under these names)."
+            + (" Nothing else.\n" if not manifest.changes else "\n" + manifest.changes))
 
 
 def write(manifest: Manifest, directory: Path) -> bool:
@@ -107,6 +109,60 @@ def coredns(kubeadm: Path, k8s_version: str) -> Manifest:
     text = _run([str(kubeadm), "init", "phase", "addon", "coredns", "--print-manifest",
                  "--kubernetes-version", k8s_version])
     return Manifest("coredns.yaml", f"`kubeadm init phase addon coredns --print-manifest` ({k8s_version})", text)
+
+
+# kubeadm's kube-proxy DaemonSet turned into pykubelet proxy's: each (pattern, replacement, how
+# many times kubeadm's text has it). Its own name and labels, so it can run beside or instead of
+# kubeadm's kube-proxy without the two DaemonSets claiming each other's pods; the same
+# ServiceAccount, mounts, privileges and arguments, since `pykubelet proxy` reads the same
+# KubeProxyConfiguration and kubeconfig (with its tokenFile) from the same ConfigMap.
+PROXY_DAEMONSET_EDITS = (
+    (r"^(?P<i> *)k8s-app: kube-proxy$", r"\g<i>k8s-app: pykubelet-proxy", 3),
+    (r"^  name: kube-proxy$", "  name: pykubelet-proxy", 1),  # metadata.name: the only key at indent 2
+    (r"^(?P<i> *)- /usr/local/bin/kube-proxy$", r"\g<i>- /usr/local/bin/pykubelet\n\g<i>- proxy", 1),
+)
+PROXY_CHANGES = """\
+# The DaemonSet is named and labelled pykubelet-proxy, runs the pykubelet image and its command is
+# `pykubelet proxy` with kube-proxy's arguments. kubeadm's ConfigMap kube-system/kube-proxy is left
+# out: printed without a cluster it names a placeholder apiserver, and the cluster's own (written
+# by kubeadm's kube-proxy phase) holds the real endpoint and pod CIDR; the DaemonSet mounts that.
+"""
+
+
+def pykubelet_proxy(kubeadm: Path, k8s_version: str, image: str) -> Manifest:
+    """kubeadm's kube-proxy objects (`kubeadm init phase addon kube-proxy --print-manifest`) with
+    the DaemonSet running `pykubelet proxy` from `image` (see PROXY_CHANGES)."""
+    source = f"`kubeadm init phase addon kube-proxy --print-manifest` ({k8s_version})"
+    text = _run([str(kubeadm), "init", "phase", "addon", "kube-proxy", "--print-manifest",
+                 "--kubernetes-version", k8s_version])
+    return Manifest("pykubelet-proxy.yaml", source, as_pykubelet_proxy(text, image, source), PROXY_CHANGES)
+
+
+def as_pykubelet_proxy(text: str, image: str, source: str = "kubeadm's output") -> str:
+    """kubeadm's kube-proxy manifest without its ConfigMap and with its DaemonSet edited; a
+    SystemExit naming `source` and the edit if kubeadm's text is not what the edits expect."""
+    documents = [d for d in re.split(r"^---\n", text, flags=re.M) if d.strip()]
+    kept = []
+    for document in documents:
+        kind = re.search(r"^kind: *(\S+)$", document, flags=re.M)
+        if kind and kind[1] == "ConfigMap":
+            continue
+        if kind and kind[1] == "DaemonSet":
+            document = _edit(document, source, (*PROXY_DAEMONSET_EDITS, (
+                r"^(?P<i> *)image: *\S+$", lambda m: f"{m['i']}image: {image}", 1)))
+        kept.append(document)
+    if sum("kind: DaemonSet" in d for d in kept) != 1:
+        raise SystemExit(f"addon_manifests.py: {source}: want exactly one DaemonSet")
+    return "---\n" + "---\n".join(kept)
+
+
+def _edit(document: str, source: str, edits) -> str:
+    for pattern, replacement, want in edits:
+        document, found = re.subn(pattern, replacement, document, flags=re.M)
+        if found != want:
+            raise SystemExit(f"addon_manifests.py: {source}: the DaemonSet has {found} lines matching "
+                             f"{pattern!r}, want {want}: kubeadm's manifest changed, review PROXY_DAEMONSET_EDITS")
+    return document
 
 
 def flannel(source: Path, module: str) -> Manifest:

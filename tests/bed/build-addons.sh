@@ -7,6 +7,7 @@
 #   kube-proxy      $K8S_VERSION (build-kube-proxy.sh), on a Debian netfilter userland
 #   flannel         flanneld and install-conf of $FLANNEL_VERSION, and the flannel CNI plugin
 #   metrics-server  $METRICS_SERVER_VERSION
+#   pykubelet       this tree (wheelhouse.py's wheels), for the pykubelet-proxy DaemonSet
 #
 # The programs go to ${PYKUBELET_CACHE:-/var/cache/pykubelet}/addons/bin (Go's module and build
 # caches are k8s-module.sh's), the image tars to .../addons/images; images_addons.py packs and

@@ -19,10 +19,13 @@ from kubeadm (`kubeadm config images list`) or from the manifest that runs it, n
   strongswan and wireguard-tools (only the ipsec and wireguard backends use them).
 * flannel-cni-plugin: upstream's base is Alpine (BusyBox); here the test bed's BusyBox, plus
   /flannel.
+* pykubelet (for `pykubelet proxy`, no upstream counterpart): the kube-proxy image's Debian
+  userland plus Debian 12's python3, and pykubelet with its dependencies installed from the
+  wheelhouse (images_pykubelet.py).
 
 Debian packages are fetched as images_e2e.py fetches them (nothing is installed on the machine).
 
-Usage: images_addons.py --manifests DIR [--cache DIR] [--no-import] [--snapshotter S]
+Usage: images_addons.py --manifests DIR [--cache DIR] [--wheels DIR] [--no-import] [--snapshotter S]
 (with the environment build-addons.sh sets).
 """
 from __future__ import annotations
@@ -40,6 +43,7 @@ import addon_manifests as manifests  # noqa: E402
 import images as bed  # noqa: E402  (the OCI layout, cache and import)
 import images_control_plane  # noqa: E402  (kubeadm's image names)
 import images_e2e  # noqa: E402  (Debian packages into layers)
+import images_pykubelet  # noqa: E402  (pykubelet from its wheels)
 from images import Entry, ImageSpec  # noqa: E402
 
 K8S_VERSION = os.environ.get("K8S_VERSION", "v1.36.3")
@@ -56,6 +60,8 @@ DISTROLESS_GROUP = "root:x:0:\nnobody:x:65534:\ntty:x:5:\nstaff:x:50:\nnonroot:x
 NET_BIND_SERVICE_CAP = struct.pack("<5I", 0x02000001, 1 << 10, 0, 0, 0)
 DEBIAN_BASE = ["base-files", "base-passwd", "dash", "coreutils", "grep"]
 KUBE_PROXY_DEBS = [*DEBIAN_BASE, "iptables", "ipset", "nftables", "kmod", "conntrack"]
+# `pykubelet proxy` runs the same netfilter tools as kube-proxy, under Debian 12's Python 3.11.
+PYKUBELET_DEBS = [*KUBE_PROXY_DEBS, "python3"]
 FLANNEL_DEBS = [*DEBIAN_BASE, "iptables", "nftables", "iproute2"]
 # What Debian's iptables postinst points the plain names at (update-alternatives): the nft backend.
 IPTABLES_ALTERNATIVES = [f"{family}{suffix}" for family in ("iptables", "ip6tables")
@@ -65,10 +71,11 @@ IPTABLES_ALTERNATIVES = [f"{family}{suffix}" for family in ("iptables", "ip6tabl
 class Paths:
     """Where the inputs are: the cache's programs and the module sources build-addons.sh names."""
 
-    def __init__(self, cache: Path):
+    def __init__(self, cache: Path, wheels: Path | None = None):
         self.bin = cache / "addons" / "bin"
         self.debs = cache / "addons" / "debs"
         self.k8s_bin = cache / "k8s" / K8S_VERSION / "bin"
+        self.wheels = wheels or cache / "wheels"  # wheelhouse.py's directory
         self.kubeadm = Path(os.environ.get("ADDONS_KUBEADM", self.k8s_bin / "kubeadm"))
         self.flannel_source = Path(_env("ADDONS_FLANNEL_SOURCE"))
         self.metrics_server_source = Path(_env("ADDONS_METRICS_SERVER_SOURCE"))
@@ -133,7 +140,8 @@ def _debian_inputs(paths: Paths, packages: list[str]) -> bytes:
 
 
 def specs(paths: Paths, names: dict[str, str]) -> list[ImageSpec]:
-    """The five images; `names` maps each to its reference (from kubeadm and the manifests)."""
+    """The six images; `names` maps each to its reference (from kubeadm, the manifests and the
+    pykubelet wheel)."""
     program = paths.program
 
     def inputs(*parts: bytes) -> bytes:
@@ -174,23 +182,31 @@ def specs(paths: Paths, names: dict[str, str]) -> list[ImageSpec]:
                   lambda workdir: [*bed.busybox_layer(workdir),
                                    Entry("flannel", "file", 0o755, program("flannel").read_bytes())],
                   {"Env": [bed.PATH_ENV], "Cmd": ["sh"]}),
+        ImageSpec("addon-pykubelet", names["pykubelet"],
+                  lambda: inputs(images_pykubelet.wheel_inputs(paths.wheels), _debian_inputs(paths, PYKUBELET_DEBS)),
+                  lambda workdir: images_e2e.merge(debian(paths, PYKUBELET_DEBS, "pykubelet"), images_pykubelet.dirs(),
+                                                   images_pykubelet.installed(paths.wheels, workdir)),
+                  {"Entrypoint": ["/" + images_pykubelet.ENTRYPOINT], "Env": [bed.PATH_ENV]}),
     ]
 
 
 def image_names(paths: Paths, written: dict[str, str]) -> dict[str, str]:
-    """Each image's reference: kubeadm's for CoreDNS and kube-proxy, the manifests' for the rest."""
+    """Each image's reference: kubeadm's for CoreDNS and kube-proxy, the wheel's version for
+    pykubelet, the manifests' for the rest."""
     kubeadm = images_control_plane.kubeadm_images(paths.kubeadm)
     by_base = {ref.rsplit("/", 1)[-1].split(":", 1)[0]: ref for ref in kubeadm}
-    names = {"coredns": by_base["coredns"], "kube-proxy": by_base["kube-proxy"]}
+    names = {"coredns": by_base["coredns"], "kube-proxy": by_base["kube-proxy"],
+             "pykubelet": images_pykubelet.image_name(paths.wheels)}
     for ref in manifests.images_in(written["kube-flannel.yml"]) + manifests.images_in(written["metrics-server.yaml"]):
         names[ref.rsplit("/", 1)[-1].split(":", 1)[0]] = ref
     return names
 
 
 def write_manifests(paths: Paths, directory: Path) -> dict[str, str]:
-    """Write the three manifests; their texts by file name."""
+    """Write the four manifests; their texts by file name."""
     written = {}
     for manifest in (manifests.coredns(paths.kubeadm, K8S_VERSION),
+                     manifests.pykubelet_proxy(paths.kubeadm, K8S_VERSION, images_pykubelet.image_name(paths.wheels)),
                      manifests.flannel(paths.flannel_source, _env("ADDONS_FLANNEL_MODULE")),
                      manifests.metrics_server(paths.metrics_server_source, _env("ADDONS_METRICS_SERVER_MODULE"),
                                               paths.k8s_bin / "kubectl")):
@@ -204,11 +220,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cache", default=bed.DEFAULT_CACHE, help="cache dir (default %(default)s)")
     ap.add_argument("--manifests", type=Path, required=True, help="where to write the manifests")
+    ap.add_argument("--wheels", type=Path, default=None, help="wheelhouse directory (default CACHE/wheels)")
     ap.add_argument("--snapshotter", default=None, help="containerd snapshotter to unpack for")
     ap.add_argument("--no-import", action="store_true", help="only build the tars into the cache")
     args = ap.parse_args(argv)
     cache = Path(args.cache)
-    paths = Paths(cache)
+    paths = Paths(cache, args.wheels)
+    images_pykubelet.build_wheels(paths.wheels)  # from this tree, every run: the image's key follows it
     names = image_names(paths, write_manifests(paths, args.manifests))
     ctr = None
     if not args.no_import:

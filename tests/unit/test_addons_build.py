@@ -9,10 +9,12 @@ import os
 import shutil
 import subprocess
 import tarfile
+import zipfile
 
 import pytest
+import yaml
 
-from tests.bed import addon_manifests, images, images_addons
+from tests.bed import addon_manifests, images, images_addons, images_pykubelet
 
 KUBEADM_STYLE = """\
 spec:
@@ -128,3 +130,125 @@ def test_iptables_names_point_at_the_nft_backend():
                      "usr/sbin/ip6tables-save": "ip6tables-nft-save",
                      "usr/sbin/ip6tables-restore": "ip6tables-nft-restore"}
     assert {e.kind for e in images_addons.iptables_on_nft()} == {"symlink"}
+
+
+KUBEADM_PROXY = """\
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: kube-proxy
+  namespace: kube-system
+---
+kind: ConfigMap
+apiVersion: v1
+metadata:
+  name: kube-proxy
+  namespace: kube-system
+data:
+  kubeconfig.conf: |-
+    server: https://192.0.2.2:6443
+
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  labels:
+    k8s-app: kube-proxy
+  name: kube-proxy
+  namespace: kube-system
+spec:
+  selector:
+    matchLabels:
+      k8s-app: kube-proxy
+  template:
+    metadata:
+      labels:
+        k8s-app: kube-proxy
+    spec:
+      containers:
+      - name: kube-proxy
+        image: registry.k8s.io/kube-proxy:v1.36.3
+        imagePullPolicy: IfNotPresent
+        command:
+        - /usr/local/bin/kube-proxy
+        - --config=/var/lib/kube-proxy/config.conf
+        - --hostname-override=$(NODE_NAME)
+      serviceAccountName: kube-proxy
+      volumes:
+      - name: kube-proxy
+        configMap:
+          name: kube-proxy
+"""
+
+
+def test_the_proxy_daemonset_runs_pykubelet_proxy_under_its_own_name_and_labels():
+    text = addon_manifests.as_pykubelet_proxy(KUBEADM_PROXY, "localhost/pykubelet:9")
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    ds = next(d for d in docs if d["kind"] == "DaemonSet")
+    assert ds["metadata"]["name"] == "pykubelet-proxy"
+    labels = {"k8s-app": "pykubelet-proxy"}
+    assert ds["metadata"]["labels"] == ds["spec"]["selector"]["matchLabels"] == labels
+    assert ds["spec"]["template"]["metadata"]["labels"] == labels
+    container = ds["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "localhost/pykubelet:9"
+    assert container["command"] == ["/usr/local/bin/pykubelet", "proxy", "--config=/var/lib/kube-proxy/config.conf",
+                                    "--hostname-override=$(NODE_NAME)"]
+    # kubeadm's ServiceAccount and ConfigMap volume stay: the proxy reads the cluster's ConfigMap.
+    assert ds["spec"]["template"]["spec"]["serviceAccountName"] == "kube-proxy"
+    assert ds["spec"]["template"]["spec"]["volumes"][0]["configMap"]["name"] == "kube-proxy"
+
+
+def test_the_proxy_manifest_leaves_out_kubeadms_placeholder_configmap_and_keeps_the_rest():
+    text = addon_manifests.as_pykubelet_proxy(KUBEADM_PROXY, "localhost/pykubelet:9")
+    assert [d["kind"] for d in yaml.safe_load_all(text) if d] == ["ServiceAccount", "DaemonSet"]
+    assert "192.0.2.2" not in text
+    original_sa = KUBEADM_PROXY.split("---\n")[1]
+    assert original_sa in text
+
+
+def test_a_kubeadm_manifest_the_edits_do_not_fit_is_an_error_naming_it():
+    changed = KUBEADM_PROXY.replace("- /usr/local/bin/kube-proxy", "- /go-runner")
+    with pytest.raises(SystemExit, match="kubeadm 1.99: the DaemonSet has 0 lines matching"):
+        addon_manifests.as_pykubelet_proxy(changed, "localhost/pykubelet:9", "kubeadm 1.99")
+
+
+def test_the_proxy_manifests_header_says_what_else_changed(tmp_path):
+    manifest = addon_manifests.Manifest("pykubelet-proxy.yaml", "kubeadm", "kind: DaemonSet\n",
+                                        addon_manifests.PROXY_CHANGES)
+    addon_manifests.write(manifest, tmp_path)
+    text = (tmp_path / "pykubelet-proxy.yaml").read_text()
+    assert "Nothing else" not in text and "`pykubelet proxy`" in text.split("kind:")[0]
+
+
+def test_the_pykubelet_image_is_named_after_the_wheels_version_under_localhost(tmp_path):
+    (tmp_path / "pykubelet-1.2.3-py3-none-any.whl").write_bytes(b"")
+    assert images_pykubelet.image_name(tmp_path) == "localhost/pykubelet:1.2.3"
+
+
+def _wheel(path, files: dict[str, bytes], when=(2020, 1, 1, 0, 0, 0)):
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in files.items():
+            z.writestr(zipfile.ZipInfo(name, when), data)
+
+
+def test_the_pykubelet_images_key_follows_the_source_in_the_wheel_not_its_timestamps(tmp_path):
+    wheel = tmp_path / "pykubelet-0.1.0-py3-none-any.whl"
+    _wheel(wheel, {"pykubelet/a.py": b"x = 1\n"})
+    before = images_pykubelet.wheel_inputs(tmp_path)
+    _wheel(wheel, {"pykubelet/a.py": b"x = 1\n"}, when=(2024, 5, 5, 5, 5, 5))
+    assert images_pykubelet.wheel_inputs(tmp_path) == before
+    _wheel(wheel, {"pykubelet/a.py": b"x = 2\n"})
+    assert images_pykubelet.wheel_inputs(tmp_path) != before
+    _wheel(wheel, {"pykubelet/a.py": b"x = 1\n"})
+    (tmp_path / "pyyaml-6.0.4-py3-none-any.whl").write_bytes(b"a dependency")
+    assert images_pykubelet.wheel_inputs(tmp_path) != before
+
+
+def test_the_pykubelet_image_uses_the_kube_proxy_images_userland_and_debians_python():
+    assert images_addons.PYKUBELET_DEBS == [*images_addons.KUBE_PROXY_DEBS, "python3"]
+
+
+def test_the_pykubelet_command_runs_the_cli_under_the_images_python():
+    script = images_pykubelet.CONSOLE_SCRIPT.decode()
+    assert script.startswith("#!/usr/bin/python3\n") and "from pykubelet.cli import main" in script

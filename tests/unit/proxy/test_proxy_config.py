@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from pykubelet.config import ServerSettings
+from pykubelet.kube.client import KubeClient
 from pykubelet.proxy.config import ConfigError, settings_from_args
+from pykubelet.server import tls
 
 
 def parse(argv: list[str]) -> tuple[object, list[str]]:
@@ -92,3 +95,49 @@ def test_bad_file_values_name_the_file_and_field(tmp_path):
 def test_cleanup_needs_no_kubeconfig():
     s, _ = parse(["--cleanup"])
     assert s.cleanup
+
+
+def test_kubeadms_file_with_every_unset_field_written_as_zero_gets_kube_proxys_defaults(tmp_path):
+    # What `kubeadm init` writes into the kube-proxy ConfigMap: every field, unset ones as zeros.
+    path = write(tmp_path, config(
+        bindAddress="0.0.0.0", bindAddressHardFail=False, clusterCIDR="", configSyncPeriod="0s",
+        clientConnection={"kubeconfig": "/etc/kp.conf", "qps": 0, "burst": 0, "contentType": ""},
+        conntrack={"maxPerCore": None, "udpTimeout": "0s", "tcpBeLiberal": False}, detectLocalMode="",
+        enableProfiling=False, healthzBindAddress="", metricsBindAddress="", mode="", nodePortAddresses=None,
+        iptables={"localhostNodePorts": None, "masqueradeAll": False, "masqueradeBit": None,
+                  "minSyncPeriod": "0s", "syncPeriod": "0s"},
+        ipvs={"syncPeriod": "0s", "strictARP": False, "excludeCIDRs": None},
+        logging={"flushFrequency": 0, "options": {"json": {"infoBufferSize": "0"}}, "verbosity": 0}))
+    s, warnings = parse(["--config", path, "--hostname-override", "node-a"])
+    defaults, _ = parse(["--kubeconfig", "/etc/kp.conf", "--hostname-override", "node-a"])
+    assert s == defaults and warnings == []
+
+
+def test_a_zero_masquerade_bit_and_false_localhost_nodeports_are_values_not_unset(tmp_path):
+    path = write(tmp_path, config(iptables={"masqueradeBit": 0, "localhostNodePorts": False}))
+    s, _ = parse(["--config", path])
+    assert s.masquerade_bit == 0 and not s.localhost_nodeports
+
+
+async def test_the_kubeconfig_kubeadm_gives_the_proxy_authenticates_with_the_pods_token_and_ca(tmp_path):
+    # kubeadm's kubeconfig.conf for kube-proxy: the Pod's ServiceAccount token and CA, by absolute path.
+    secrets = tmp_path / "serviceaccount"
+    secrets.mkdir()
+    (secrets / "token").write_text("the-pods-token")
+    cert, _ = tls.serving_files(ServerSettings(), str(tmp_path / "pki"), "apiserver", ["10.0.0.1"])
+    (secrets / "ca.crt").write_bytes(open(cert, "rb").read())  # any certificate serves as a CA here
+    kubeconfig = tmp_path / "kubeconfig.conf"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "default",
+        "clusters": [{"name": "default", "cluster": {"server": "https://10.0.0.1:6443",
+                                                     "certificate-authority": str(secrets / "ca.crt")}}],
+        "contexts": [{"name": "default", "context": {"cluster": "default", "user": "default"}}],
+        "users": [{"name": "default", "user": {"tokenFile": str(secrets / "token")}}]}))
+    client = await KubeClient.from_kubeconfig(str(kubeconfig), user_agent="pykubelet-proxy")
+    try:
+        configuration = client._api.configuration
+        assert await configuration.get_api_key_with_prefix("BearerToken") == "Bearer the-pods-token"
+        assert configuration.ssl_ca_cert == str(secrets / "ca.crt") and configuration.verify_ssl
+        assert client.host == "https://10.0.0.1:6443"
+    finally:
+        await client.close()
