@@ -86,6 +86,9 @@ class Container:
     """lifecycle.postStart: run right after the container started."""
     pre_stop: Handler | None = field(default=None, compare=False)
     """lifecycle.preStop: run before the container is stopped, inside its grace period."""
+    target_container_name: str = ""
+    """Only on ephemeral containers (kubectl debug --target): the pod's container whose
+    processes it sees; one of its regular or init containers."""
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property

@@ -118,13 +118,20 @@ _NOT_FOR_EPHEMERAL = ("ports", "livenessProbe", "readinessProbe", "startupProbe"
                       "resizePolicy", "restartPolicy")
 
 
-def _parse_ephemeral(r: _Reader, obj: Any, path: str) -> Container | None:
-    """spec.ephemeralContainers[]: a container without ports, probes, hooks or resources."""
+def _parse_ephemeral(r: _Reader, obj: Any, path: str, targets: set[str]) -> Container | None:
+    """spec.ephemeralContainers[]: a container without ports, probes, hooks or resources;
+    `targets`: the names of the regular and init containers, which targetContainerName may name."""
     if isinstance(obj, dict):
         for key in _NOT_FOR_EPHEMERAL:
             if obj.get(key) not in (None, [], {}, ""):
                 r.fail(f"{path}.{key}", "Forbidden: cannot be set for an Ephemeral Container")
-    return _parse_container(r, obj, path, host_network=False, ephemeral=True)
+    container = _parse_container(r, obj, path, host_network=False, ephemeral=True)
+    if container is None:
+        return None
+    target = r.string(obj, "targetContainerName", path)
+    if target and target not in targets:  # another ephemeral container is no target either (the API's rule)
+        r.fail(f"{path}.targetContainerName", f"Not found: {target!r}")
+    return dataclasses.replace(container, target_container_name=target)
 
 
 def _parse_mounts(r: _Reader, container: dict[str, Any], path: str) -> list[VolumeMount]:
@@ -196,7 +203,9 @@ def parse_pod(raw: Any, where: str) -> Pod:
     init_containers = [_parse_container(r, c, f"spec.initContainers[{i}]", host_network, init=True)
                        for i, c in enumerate(r.items(spec.get("initContainers"), "spec.initContainers"))]
     raw_ephemerals = r.items(spec.get("ephemeralContainers"), "spec.ephemeralContainers")
-    ephemerals = [_parse_ephemeral(r, c, f"spec.ephemeralContainers[{i}]") for i, c in enumerate(raw_ephemerals)]
+    targets = {c.name for c in (*containers, *init_containers) if c}
+    ephemerals = [_parse_ephemeral(r, c, f"spec.ephemeralContainers[{i}]", targets)
+                  for i, c in enumerate(raw_ephemerals)]
     seen: set[str] = set()
     for kind, group in (("initContainers", init_containers), ("containers", containers),
                         ("ephemeralContainers", ephemerals)):

@@ -1,6 +1,7 @@
 """A container's CRI config, as the kubelet's generateContainerConfig: its volumes (emptyDir,
 hostPath, the API volumes, subPaths), the pod's files (/etc/hosts, the termination-message
-file), its env (ConfigMaps, Secrets, Services) and the runAsNonRoot check against its image.
+file), its env (ConfigMaps, Secrets, Services), the runAsNonRoot check against its image and
+an ephemeral container's target (the PID namespace it joins).
 
 What the pod refers to and cannot be had raises ContainerConfigError (CreateContainerConfigError).
 """
@@ -17,9 +18,21 @@ from pykubelet.kube.objects import NotSynced, ObjectNotFound
 from pykubelet.runtime import data_dirs, podfiles, security, specs
 from pykubelet.runtime.env import ContainerConfigError, EnvSources
 from pykubelet.runtime.service import Runtime
+from pykubelet.runtime.state import ContainerState
 from pykubelet.runtime.service_env import service_env, services_for_pod
 from pykubelet.volumes import api as api_volumes
 from pykubelet.volumes import local as local_volumes
+
+
+def pid_target_id(container: Container, target: ContainerState | None) -> str:
+    """The runtime ID of the instance an ephemeral container's targetContainerName names ("" when it
+    names none). Like the kubelet, the newest instance whatever its state: the runtime refuses to
+    create the debugger next to a target that is not running, and it is tried again next sync."""
+    if not container.target_container_name:
+        return ""
+    if target is None:
+        raise ContainerConfigError(f"unable to find target container {container.target_container_name}")
+    return target.id
 
 
 class ContainerConfigs:
@@ -29,8 +42,12 @@ class ContainerConfigs:
         self.api = api  # None: standalone, no ConfigMaps, Secrets, tokens or Services
 
     async def build(self, pod: Pod, container: Container, image_ref: str, restart_count: int, pod_ip: str,
-                    sandbox_config: api.PodSandboxConfig) -> api.ContainerConfig:
-        """The config to create the container with (its log directory made first)."""
+                    sandbox_config: api.PodSandboxConfig, target: ContainerState | None = None) -> api.ContainerConfig:
+        """The config to create the container with (its log directory made first).
+
+        `target`: the newest instance of the container an ephemeral container's
+        targetContainerName names (None when there is none)."""
+        target_id = pid_target_id(container, target)
         await asyncio.to_thread(os.makedirs, os.path.join(sandbox_config.log_directory, container.name), mode=0o755,
                                 exist_ok=True)
         env_sources = await self._env_sources(pod, container)
@@ -42,7 +59,7 @@ class ContainerConfigs:
                                          {**volumes, **projected}, set(projected), env)
         mounts += await asyncio.to_thread(self._pod_file_mounts, pod, container, pod_ip)
         config = specs.container_config(pod, container, image_ref, restart_count, self.node, pod_ip, mounts,
-                                        env_sources)
+                                        env_sources, target_id)
         if security.effective(pod, container).get("runAsNonRoot"):
             image = await self.cri.image_status(image_ref)
             username = image.username if image is not None else ""

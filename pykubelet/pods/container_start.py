@@ -79,10 +79,12 @@ class ContainerStarter:
         self.stop_container = stop_container  # a failed postStart hook kills the container
 
     async def start(self, pod: Pod, container: Container, latest: ContainerState | None, sandbox_id: str,
-                    sandbox_config: api.PodSandboxConfig, pod_ip: str, result: SyncResult) -> bool:
+                    sandbox_config: api.PodSandboxConfig, pod_ip: str, result: SyncResult,
+                    target: ContainerState | None = None) -> bool:
         """Start (again) one container in the pod's sandbox; True if the runtime was touched.
 
         `pod_ip` is the pod's IP by the one rule (runtime.state.pod_ip): env, /etc/hosts, postStart.
+        `target`: the newest instance of the container an ephemeral container's targetContainerName names.
         Each step's outcome is reported (pods/step_reporter.py) into `result`.
         """
         def report(step: StepResult) -> StepResult:
@@ -99,7 +101,7 @@ class ContainerStarter:
         # 3. Its configuration: volumes, pod files, env (CreateContainerConfigError).
         restart_count = latest.restart_count + 1 if latest else await asyncio.to_thread(
             _count_from_logs, sandbox_config.log_directory, container.name)
-        config = await self._config(pod, container, image_ref, restart_count, pod_ip, sandbox_config)
+        config = await self._config(pod, container, image_ref, restart_count, pod_ip, sandbox_config, target)
         if isinstance(config, StepResult):
             report(config)
             return False
@@ -158,11 +160,13 @@ class ContainerStarter:
         return StepResult(Action.PULL_IMAGE, name, ImageFacts(container.image, pulled[0] if pulled else None)), image_ref
 
     async def _config(self, pod: Pod, container: Container, image_ref: str, restart_count: int, pod_ip: str,
-                      sandbox_config: api.PodSandboxConfig) -> api.ContainerConfig | StepResult:
+                      sandbox_config: api.PodSandboxConfig,
+                      target: ContainerState | None) -> api.ContainerConfig | StepResult:
         """The CRI config of the container; a StepResult when it cannot be made."""
         name = container.name
         try:
-            return await self.configs.build(pod, container, image_ref, restart_count, pod_ip, sandbox_config)
+            return await self.configs.build(pod, container, image_ref, restart_count, pod_ip, sandbox_config,
+                                            target)
         except ContainerConfigError as e:
             return container_failure(Action.START_CONTAINER, name, StartFacts(), CREATE_CONTAINER_CONFIG_ERROR,
                                      str(e), retry_in=self.restart_backoff.delay(_restart_key(pod, container)) or 10.0,

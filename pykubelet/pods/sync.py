@@ -93,8 +93,10 @@ class PodSyncer:
         pod_ip = the_pod_ip(pod.host_network, sandbox, self.node.host_ip)
         by_name = {c.name: c for c in (*pod.init_containers, *pod.containers, *pod.ephemeral_containers)}
         for name in actions.start:
-            result.changed |= await self.starter.start(pod, by_name[name], state.latest(name), sandbox_id,
-                                                       sandbox_config, pod_ip, result)
+            container = by_name[name]
+            target = state.latest(container.target_container_name) if container.target_container_name else None
+            result.changed |= await self.starter.start(pod, container, state.latest(name), sandbox_id,
+                                                       sandbox_config, pod_ip, result, target)
         return result
 
     async def _stop_pod(self, pod: Pod, state: PodRuntimeState, actions: PodActions, finished: bool) -> bool:

@@ -104,15 +104,21 @@ def container_env_of(pod: Pod, container: Container, node: NodeFacts, pod_ip: st
 def container_config(pod: Pod, container: Container, image_ref: str, restart_count: int,
                      node: NodeFacts | None = None, pod_ip: str = "",
                      mounts: list[api.Mount] | None = None,
-                     env_sources: EnvSources | None = None) -> api.ContainerConfig:
+                     env_sources: EnvSources | None = None, pid_target_id: str = "") -> api.ContainerConfig:
     """The CreateContainer config; ContainerConfigError when the spec cannot be honoured.
 
-    `env_sources`: the ConfigMaps, Secrets and service variables the env reads (fetched before).
+    `env_sources`: the ConfigMaps, Secrets and service variables the env reads (fetched before);
+    `pid_target_id`: the runtime ID of the container whose PID namespace an ephemeral container
+    with targetContainerName joins.
     """
     node = node or NodeFacts()
     env = container_env_of(pod, container, node, pod_ip, env_sources)
     command, args = expand_command(container, env)
     namespaces = _namespace_options(pod)
+    if pid_target_id and namespaces.pid == api.CONTAINER:
+        # kubectl debug --target: the debugger sees the target's processes. A pod that shares one
+        # PID namespace (or the node's) already lets it, so the target changes nothing there.
+        namespaces.pid, namespaces.target_id = api.TARGET, pid_target_id
     return api.ContainerConfig(
         metadata=api.ContainerMetadata(name=container.name, attempt=restart_count),
         image=api.ImageSpec(image=image_ref, user_specified_image=container.image),
