@@ -160,7 +160,7 @@ async def _build(s: Settings, cri: CRIClient, cluster: Cluster | None, syncloop_
         root_dir=s.root_dir, seccomp_root=os.path.join(s.root_dir, "seccomp"), pod_logs_dir=s.pods.pod_logs_dir,
         cgroup_driver=s.runtime.cgroup_driver, kubepods=kubepods_under(s.pods.cgroup_root))
     wake = build_wake_path(cri, facts, kube)  # first: everything below wakes pods
-    network = NetworkManager(s.network, cri, s.root_dir, s.node_name, kube)
+    network = NetworkManager(s.network, cri, s.root_dir, s.node_name, kube, recorder=wake.recorder)
     health = {"pleg": wake.pleg.healthy, "syncloop": syncloop_alive}
     node = mirrors = api_clients = None
     if kube is not None and s.cluster.register_node:

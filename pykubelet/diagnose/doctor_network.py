@@ -7,10 +7,11 @@ NotReady cause people meet most; this says which of its parts is missing.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import os
 import socket
-from typing import Any
+from typing import Any, NamedTuple
 
 from pykubelet.cni.config import ConfigError, load_conflist
 from pykubelet.config import STANDALONE_POD_CIDR
@@ -18,7 +19,7 @@ from pykubelet.diagnose.checks import FAIL, OK, WARN, Node
 from pykubelet.diagnose.doctor_runtime import answers
 from pykubelet.network import assets
 from pykubelet.network.hostnet import RTPROT_PYKUBELET, netns_path, routes_to_other_nodes
-from pykubelet.pods.history_records import CNI_CONFIG_SUFFIXES
+from pykubelet.network.runtime_config import Conflict, RuntimeConfig, conflict, read_runtime_config
 from pykubelet.util.netns import iproute
 
 AREA = "Network"
@@ -53,8 +54,15 @@ def _network_ready(node: Node) -> None:
              f"pykubelet cri info -r {node.settings.runtime.endpoint}")
 
 
-def _cni_config(node: Node) -> list[str]:
-    """Check containerd's CNI config; returns the plugin types it names."""
+class CNIConfigSeen(NamedTuple):
+    types: list[str]
+    """The plugin types of the config containerd uses."""
+    foreign: bool
+    """Another network's config is in charge of a node whose network the agent owns."""
+
+
+def _cni_config(node: Node) -> CNIConfigSeen:
+    """Check containerd's CNI config: the file it uses (the first by name), and its plugins."""
     net = node.settings.network
     conf_dir, bin_dirs = _containerd_cni(node.runtime_info)
     conf_dir = conf_dir or net.cni_conf_dir
@@ -64,25 +72,29 @@ def _cni_config(node: Node) -> list[str]:
                              f"{net.cni_conf_dir}", ["give the agent --cni-conf-dir " + conf_dir],
                  f"pykubelet cri info -r {node.settings.runtime.endpoint}")
     try:
-        names = sorted(n for n in os.listdir(conf_dir) if n.endswith(CNI_CONFIG_SUFFIXES))
+        config = read_runtime_config(conf_dir)
     except OSError as e:
         names, missing = [], e.strerror
     else:
-        missing = "it is empty"
+        names, missing = list(config.files), ("it is empty" if os.path.isdir(conf_dir)
+                                                 else os.strerror(errno.ENOENT))
     if not names:
         who = ("the agent writes 10-pykubelet.conflist there once its CNI socket answers"
                + (": it is not running (see Agent)" if node.agent is None else "") if net.mode == "agent"
                else "the agent writes it (--cni-write-config)" if writes
                else "a CNI DaemonSet (flannel, calico...) writes it when it runs on this node")
         node.add(AREA, FAIL, f"no CNI config in {conf_dir} ({missing})", [who], f"ls -l {conf_dir}")
-        return []
-    first = os.path.join(conf_dir, names[0])
+        return CNIConfigSeen([], False)
+    first, foreign = config.path, conflict(config, net)
+    if foreign is not None:
+        _foreign_config(node, config, foreign)
+        return CNIConfigSeen([], True)
     try:
         network = load_conflist(first)
     except ConfigError as e:
         node.add(AREA, FAIL, f"the CNI config containerd loads is not valid: {e}",
                  [f"containerd uses the first file by name: {', '.join(names)}"], f"cat {first}")
-        return []
+        return CNIConfigSeen([], False)
     types = [p.get("type", "?") for p in network.plugins]
     node.add(AREA, OK, f"CNI config {first}: network {network.name!r}, plugins {' → '.join(types)}",
              [f"other files (not used): {', '.join(names[1:])}"] if names[1:] else [])
@@ -98,7 +110,24 @@ def _cni_config(node: Node) -> list[str]:
                  f"ls {' '.join(dirs)}")
     else:
         node.add(AREA, OK, f"CNI plugins present in {', '.join(dirs)}")
-    return types
+    return CNIConfigSeen(types, False)
+
+
+def _foreign_config(node: Node, config: RuntimeConfig, foreign: Conflict) -> None:
+    """Another network's config in charge of a node whose network the agent owns: a CNI DaemonSet
+    (flannel...) took new pods over, and the agent stands back (docs/network.md)."""
+    try:
+        network = load_conflist(config.path)
+        pods = (f"{config.in_charge}: network {network.name!r}, plugins "
+                f"{' → '.join(p.get('type', '?') for p in network.plugins)}: new pods get that network, which "
+                "the agent neither tracks nor routes")
+    except ConfigError as e:
+        pods = f"it is not valid ({e}): containerd gives new pods no network at all"
+    node.add(AREA, FAIL, f"{config.path} is the CNI config containerd uses, not the agent's {assets.CONFLIST_NAME}",
+             [f"containerd uses only the first file by name: {', '.join(config.files)}",
+              pods,
+              "the agent leaves the node's routes alone and reports the node NotReady while it is there",
+              f"fix: {foreign.fix}"], f"ls -l {config.conf_dir}")
 
 
 def _shim_socket(node: Node) -> None:
@@ -135,7 +164,7 @@ def _pod_cidr(node: Node) -> str:
     return cidr
 
 
-async def _host_network(node: Node, pod_cidr: str) -> None:
+async def _host_network(node: Node, pod_cidr: str, judge_routes: bool = True) -> None:
     """The pod bridge, and the routes to other nodes' podCIDRs (when the agent owns routing)."""
     net = node.settings.network
     async with await iproute(netns_path(net.host_netns)) as ip:
@@ -151,7 +180,7 @@ async def _host_network(node: Node, pod_cidr: str) -> None:
         node.add(AREA, OK if inside else WARN,
                  f"bridge {net.bridge} is {link.get('state')}, gateway {', '.join(ips) or 'none'}"
                  + ("" if inside else f" (not in the podCIDR {pod_cidr})"), more=f"ip addr show {net.bridge}")
-    if node.nodes is None or not node.node_object:
+    if not judge_routes or node.nodes is None or not node.node_object:
         return
     wanted, _ = routes_to_other_nodes(node.settings.node_name, node.node_object, node.nodes)
     ours = {f"{r.get('dst')}/{r['dst_len']}": r.get("gateway") for r in routes}
@@ -168,12 +197,13 @@ async def _host_network(node: Node, pod_cidr: str) -> None:
 
 async def check(node: Node) -> None:
     _network_ready(node)
-    _cni_config(node)
+    seen = _cni_config(node)
     if node.settings.network.mode == "agent":
         _shim_socket(node)
     cidr = _pod_cidr(node)
     if node.settings.network.mode == "agent" or node.settings.network.write_runtime_config:
         try:
-            await _host_network(node, cidr)
+            # While another network is in charge the agent leaves the routes alone: not judged then.
+            await _host_network(node, cidr, judge_routes=not seen.foreign)
         except OSError as e:
             node.add(AREA, WARN, f"cannot read the host network: {e}", more="ip route")

@@ -70,6 +70,12 @@ class HostNetwork:
         self._unroutable: set[tuple[str, str]] = set()  # warned about once each
         self._masq: tuple[str, tuple[str, ...]] | None = None
 
+    def forget(self) -> None:
+        """The next syncs check and rewrite everything: what they last wrote may have been changed
+        by someone else meanwhile (another network's agent, while the agent left it alone)."""
+        self._routes = None
+        self._masq = None
+
     async def sync_routes(self, routes: dict[str, str]) -> None:
         """Exactly these podCIDR -> node IP routes of ours in the main table (host-gw)."""
         if routes == self._routes:

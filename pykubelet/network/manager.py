@@ -8,7 +8,9 @@ is pushed to the runtime and the network is configured for the mode:
 - runtime with write_runtime_config: containerd's conflist is the pod network itself;
 - runtime: nothing to do; a CNI DaemonSet owns the conf dir.
 When the agent owns the network it also routes to every other node's podCIDR via its
-InternalIP (host-gw) and masquerades only traffic leaving the cluster.
+InternalIP (host-gw) and masquerades only traffic leaving the cluster; and it watches that
+containerd keeps using its config: while another network's config is in charge (a CNI DaemonSet
+on this node), it leaves the host network alone and reports the network not ready.
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ from pykubelet.cni.errors import CNIError
 from pykubelet.config import STANDALONE_POD_CIDR, NetworkSettings
 from pykubelet.cri import errors as cri_errors
 from pykubelet.cri.client import CRIClient
+from pykubelet.kube.events import NORMAL, WARNING, EventRecorder, node_ref
 from pykubelet.kube.reflector import Objects, Reflector
 from pykubelet.network import assets
 from pykubelet.network.attachments import AttachmentRecords
 from pykubelet.network.hostnet import HostNetwork, netns_path, routes_to_other_nodes
 from pykubelet.network.pod_network import AgentPodNetwork
+from pykubelet.network.runtime_config import Conflict, conflict, read_runtime_config
 from pykubelet.network.shim_server import ShimServer
 from pykubelet.util.log import get_logger
 
@@ -42,12 +46,16 @@ LEAK_SWEEP_SECONDS = 10.0
 # A sandbox whose ADD has finished is listed by the runtime once RunPodSandbox returns (it only
 # has to start the pause container); what is written more recently is never taken for a leak.
 ADD_SETTLE_SECONDS = 30.0
+# How often the agent looks which CNI config containerd uses; the kubelet polls the runtime's
+# network status as often.
+RUNTIME_CONFIG_POLL_SECONDS = 5.0
 
 
 class NetworkManager:
     def __init__(self, settings: NetworkSettings, cri: CRIClient, root_dir: str, node_name: str,
-                 kube: KubeClient | None):
+                 kube: KubeClient | None, recorder: EventRecorder | None = None):
         self.settings = settings
+        self.recorder = recorder
         self.cri = cri
         self.node_name = node_name
         self.kube = kube
@@ -56,6 +64,7 @@ class NetworkManager:
         self.pod_cidr = ""
         self.ready = asyncio.Event()  # the network is configured for the mode
         self.problem = "the pod network is not set up yet"  # for the node's Ready condition; "" once ready
+        self.conflict: Conflict | None = None  # another network's CNI config is in charge
         self._own_node: dict[str, Any] = {}
         self._nodes: Objects = {}  # every Node, when the agent routes to them
         self._nodes_changed = asyncio.Event()
@@ -114,15 +123,17 @@ class NetworkManager:
                 with attempt:
                     await self._configure(tasks)
             if self.owns_routing:
+                await self._check_runtime_config()  # before the routes: they are not ours to touch then
+                tasks.create_task(self._watch_runtime_config(), name="cni-runtime-config-watch")
                 await self._sync_host_network()
-            self.problem = ""
-            self.ready.set()
-            if not (self.owns_routing and self.kube is not None):
+            self._report()
+            if not self.owns_routing:
                 await asyncio.Event().wait()  # nothing more to follow; runs until the agent stops
-            while True:
+            while True:  # Nodes that change, and the agent's config back in charge
                 self._nodes_changed.clear()
                 await self._nodes_changed.wait()
                 await self._sync_host_network()
+                self._report()
 
     def _setup_failed(self, state: tenacity.RetryCallState) -> None:
         err = str(state.outcome.exception()) if state.outcome else ""
@@ -180,7 +191,54 @@ class NetworkManager:
                 continue
             await attachments.release_leaks(live, quiet_seconds=ADD_SETTLE_SECONDS)
 
+    def _report(self) -> None:
+        """Ready, or not ready for the conflict (once the network is set up)."""
+        if self.conflict is not None:
+            self.problem = str(self.conflict)
+            self.ready.clear()
+        else:
+            self.problem = ""
+            self.ready.set()
+
+    async def _watch_runtime_config(self) -> None:
+        while True:
+            await asyncio.sleep(RUNTIME_CONFIG_POLL_SECONDS)
+            await self._check_runtime_config()
+
+    async def _check_runtime_config(self) -> None:
+        """Notice another network's config taking over from the agent's, and its going away."""
+        try:
+            config = await asyncio.to_thread(read_runtime_config, self.settings.cni_conf_dir)
+        except OSError as e:
+            log.debug("Cannot read the CNI conf dir; checked again later", dir=self.settings.cni_conf_dir, err=str(e))
+            return
+        found = conflict(config, self.settings)
+        if found == self.conflict:
+            return
+        self.conflict = found
+        if found is not None:
+            # The routes stay as they are: deleting ours would cut off the pods already on the
+            # agent's network, and rewriting them would fight the other network's agent.
+            log.error("Another network's CNI config is the one containerd uses: the agent leaves the node's "
+                      "routes alone and reports the network not ready until it is gone", file=found.path,
+                      confDir=config.conf_dir, fix=found.fix)
+            self._event(WARNING, "CNIConfigConflict", f"{found}; {found.fix}")
+            self._report()
+        else:
+            log.info("containerd uses the agent's CNI config again: routing to the other nodes' pods resumes",
+                     confDir=config.conf_dir)
+            self._event(NORMAL, "CNIConfigRestored",
+                        f"containerd uses the agent's CNI config in {config.conf_dir} again")
+            self.host.forget()  # the other network may have changed what we wrote
+            self._nodes_changed.set()  # ready again once the routes are ours again
+
+    def _event(self, kind: str, reason: str, message: str) -> None:
+        if self.recorder is not None:
+            self.recorder.record(node_ref(self.node_name), kind, reason, message)
+
     async def _sync_host_network(self) -> None:
+        if self.conflict is not None:
+            return  # another network owns the node's routes now (see _check_runtime_config)
         routes, cidrs = routes_to_other_nodes(self.node_name, self._own_node, self._nodes.values())
         cidrs.add(self.pod_cidr)
         try:

@@ -38,7 +38,7 @@ def test_a_config_whose_plugins_are_missing_names_them_and_where_it_looked(tmp_p
     plugin(bins, "loopback", "bridge")
     (conf / "10-net.conflist").write_text(conflist("bridge", "portmap"))
     node = network_node(tmp_path, conf, bins)
-    assert doctor_network._cni_config(node) == ["bridge", "portmap"]
+    assert doctor_network._cni_config(node).types == ["bridge", "portmap"]
     titles = {c.title: c for c in node.checks}
     assert titles[f"CNI config {conf}/10-net.conflist: network 'net', plugins bridge → portmap"].status == OK
     missing = titles["CNI plugins missing: portmap"]
