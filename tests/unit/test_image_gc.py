@@ -4,6 +4,7 @@ errors of a round that cannot do its job, and the loop that repeats it."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import threading
 
@@ -11,10 +12,11 @@ import pytest
 
 from pykubelet.config.settings import ImageGCSettings
 from pykubelet.cri import errors
+from pykubelet.cri.client import CRIClient
 from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.kube.events import EventRecorder
 from pykubelet.runtime import image_gc
-from pykubelet.runtime.image_gc import ImageGC, ImageGCError, build_image_gc
+from pykubelet.runtime.image_gc import ImageGC, ImageGCError, ImageRuntime, build_image_gc
 from tests.helpers import wait_for
 
 MIB = 1 << 20
@@ -223,3 +225,11 @@ def test_nothing_runs_when_neither_usage_nor_age_can_trigger_a_collection():
     recorder = EventRecorder(None, "n1")
     assert build_image_gc(FakeImageRuntime(), ImageGCSettings(high_threshold_percent=100), recorder, "n1") is None
     assert build_image_gc(FakeImageRuntime(), ImageGCSettings(), recorder, "n1") is not None
+
+
+@pytest.mark.parametrize("implementation", [CRIClient, FakeImageRuntime])
+@pytest.mark.parametrize("call", [name for name, value in vars(ImageRuntime).items()
+                                  if callable(value) and not name.startswith("_")])
+def test_the_client_and_the_fake_offer_every_call_collection_makes(implementation, call):
+    wanted = list(inspect.signature(getattr(ImageRuntime, call)).parameters)
+    assert list(inspect.signature(getattr(implementation, call)).parameters) == wanted
