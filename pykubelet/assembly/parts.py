@@ -32,6 +32,7 @@ from pykubelet.pods.housekeeping import housekeeping
 from pykubelet.runtime.cgroups import kubepods_under
 from pykubelet.runtime.data_dirs import setup_data_dirs
 from pykubelet.runtime.dns import ClusterDNS
+from pykubelet.runtime.image_gc import ImageGC, build_image_gc
 from pykubelet.runtime.specs import NodeFacts
 from pykubelet.server.stats import IMAGEFS_DIR
 from pykubelet.sources.static_files import StaticPodSource
@@ -78,6 +79,7 @@ class Parts:
     mirrors: MirrorPods | None = None  # likewise
     api_clients: ApiClients | None = None  # ConfigMaps, Secrets, tokens, Services
     api_source: ApiserverPodSource | None = None
+    image_gc: ImageGC | None = None  # None when the settings leave nothing for it to do
 
     @property
     def kube(self) -> KubeClient | None:
@@ -105,6 +107,8 @@ class Parts:
             tasks.loop("apiserver-pod-source", self.api_source.run())
             tasks.loop("events", self.pods.wake.recorder.run())
         self.pods.start(tasks)
+        if self.image_gc is not None:
+            tasks.loop("image-gc", self.image_gc.run())
         tasks.loop("housekeeping", housekeeping(self.pods.dispatcher, self.pods.wake.cache,
                                                 self.pods.wake.pleg.relisted, sources_ready, s.root_dir,
                                                 kubepods_under(s.pods.cgroup_root), s.pods.pod_logs_dir))
@@ -197,7 +201,7 @@ async def _build(s: Settings, cri: CRIClient, cluster: Cluster | None, syncloop_
 
         api_source = ApiserverPodSource(kube, s.node_name, on_api_pods)
     return Parts(cri, node_ip, pods, network, health, static_source, cluster, node, mirrors, api_clients,
-                 api_source)
+                 api_source, build_image_gc(cri, s.image_gc, wake.recorder, s.node_name))
 
 
 async def connect_to_cluster(s: Settings) -> Cluster:

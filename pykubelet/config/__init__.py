@@ -19,15 +19,16 @@ from pykubelet import KUBELET_VERSION
 from pykubelet.config import values
 from pykubelet.config.options import OPTIONS, OPTIONS_BY_FIELD, UNIMPLEMENTED_FIELDS, UNIMPLEMENTED_FLAGS, Option
 from pykubelet.config.settings import (NETWORK_MODES, STANDALONE_POD_CIDR, AuthnSettings, AuthzSettings,
-                                       ClusterSettings, NetworkSettings, PodSettings, RuntimeSettings,
-                                       ServerSettings, Settings)
+                                       ClusterSettings, ImageGCSettings, NetworkSettings, PodSettings,
+                                       RuntimeSettings, ServerSettings, Settings)
+from pykubelet.util.durations import format_duration
 from pykubelet.util.log import get_logger
 from pykubelet.util.yamlfile import read_yaml
 
 __all__ = [
     "AuthnSettings", "AuthzSettings",
     "CONFIG_API_VERSION", "CONFIG_KIND", "ConfigError", "NETWORK_MODES", "STANDALONE_POD_CIDR", "ClusterSettings",
-    "NetworkSettings", "PodSettings", "RuntimeSettings", "ServerSettings", "Settings", "UNIMPLEMENTED_FIELDS",
+    "ImageGCSettings", "NetworkSettings", "PodSettings", "RuntimeSettings", "ServerSettings", "Settings", "UNIMPLEMENTED_FIELDS",
     "UNIMPLEMENTED_FLAGS", "build_parser", "load_config_file", "settings_from_args",
 ]
 
@@ -225,7 +226,20 @@ def _finish(settings: Settings) -> Settings:
         raise ConfigError("serverTLSBootstrap (--rotate-server-certificates): needs --kubeconfig, the cluster that "
                           "signs the serving certificate")
     _check_cgroup_root(settings)
+    _check_image_gc(settings)
     return settings
+
+
+def _check_image_gc(settings: Settings) -> None:
+    """The kubelet's checks across the image GC settings (each alone is checked when parsed)."""
+    gc = settings.image_gc
+    if gc.low_threshold_percent >= gc.high_threshold_percent:
+        raise ConfigError(f"imageGCLowThresholdPercent (--image-gc-low-threshold) {gc.low_threshold_percent} must be "
+                          f"less than imageGCHighThresholdPercent (--image-gc-high-threshold) "
+                          f"{gc.high_threshold_percent}")
+    if gc.maximum_age and gc.maximum_age <= gc.minimum_age:
+        raise ConfigError(f"imageMaximumGCAge {format_duration(gc.maximum_age)} must be greater than "
+                          f"imageMinimumGCAge (--minimum-image-ttl-duration) {format_duration(gc.minimum_age)}")
 
 
 def _check_cgroup_root(settings: Settings) -> None:

@@ -48,12 +48,6 @@ IGNORED: tuple[Option, ...] = (
     _ignored("maxParallelImagePulls", "", s.integer, HARMLESS),
     _ignored("imagePullCredentialsVerificationPolicy", "", text, "", "images are pulled as the pod asks"),
     _ignored("preloadedImagesVerificationAllowlist", "", s.string_list, HARMLESS),
-    _ignored("imageMinimumGCAge", "minimum-image-ttl-duration", s.duration, None, "pykubelet collects no images"),
-    _ignored("imageMaximumGCAge", "", s.duration, None, "pykubelet collects no images"),
-    _ignored("imageGCHighThresholdPercent", "image-gc-high-threshold", s.integer, None,
-             "pykubelet collects no images", flag_type=int),
-    _ignored("imageGCLowThresholdPercent", "image-gc-low-threshold", s.integer, None,
-             "pykubelet collects no images", flag_type=int),
     _ignored("", "image-credential-provider-config", text, "", "images are pulled without credential plugins"),
     _ignored("", "image-credential-provider-bin-dir", text, HARMLESS),
     # --- events and the apiserver client

@@ -35,6 +35,15 @@ OPTIONS: tuple[Option, ...] = (
            "deadline of slow CRI calls, e.g. 2m", zero_is_default=Z),
     Option("runtime.cgroup_driver", v.cgroup_driver, "cgroupDriver", "cgroup-driver",
            "cgroupfs or systemd: how pod cgroups are made; must match the runtime's", zero_is_default=Z),
+    # --- image garbage collection
+    Option("image_gc.high_threshold_percent", v.percent, "imageGCHighThresholdPercent", "image-gc-high-threshold",
+           "image filesystem usage (%) at which unused images are removed (default 85; 100: never for space)",
+           flag_type=int),
+    Option("image_gc.low_threshold_percent", v.percent, "imageGCLowThresholdPercent", "image-gc-low-threshold",
+           "usage (%) image garbage collection frees down to (default 80)", flag_type=int),
+    Option("image_gc.minimum_age", v.non_negative_duration, "imageMinimumGCAge", "minimum-image-ttl-duration",
+           "an image first seen more recently is not removed for space (default 2m)", zero_is_default=Z),
+    Option("image_gc.maximum_age", v.non_negative_duration, "imageMaximumGCAge"),
     # --- pods
     Option("pods.static_pod_path", v.text, "staticPodPath", "pod-manifest-path",
            "directory (or file) of static Pod manifests", file_relative=True),

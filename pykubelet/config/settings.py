@@ -186,6 +186,24 @@ class NetworkSettings:
 
 
 @dataclass
+class ImageGCSettings:
+    """Image garbage collection (runtime/image_gc.py): unused images are removed when the image
+    filesystem fills up, or when unused for too long. Off when high is 100 and maximum_age is 0."""
+
+    high_threshold_percent: int = 85
+    """imageGCHighThresholdPercent / --image-gc-high-threshold: image filesystem usage (0-100) at which
+    unused images are removed; 100 never starts a removal for space."""
+    low_threshold_percent: int = 80
+    """imageGCLowThresholdPercent / --image-gc-low-threshold: the usage a removal frees down to; below high."""
+    minimum_age: float = 120.0
+    """imageMinimumGCAge / --minimum-image-ttl-duration, seconds (default 2m): an image first seen less
+    than this long ago is never removed for space (it may have just been pulled for a pod)."""
+    maximum_age: float = 0.0
+    """imageMaximumGCAge, seconds: an image unused for longer is removed whatever the usage; 0 disables.
+    Above minimum_age when set."""
+
+
+@dataclass
 class Settings:
     """Everything the agent is told: the node's identity and one group per concern."""
 
@@ -202,6 +220,7 @@ class Settings:
     authz: AuthzSettings = field(default_factory=AuthzSettings)
     cluster: ClusterSettings = field(default_factory=ClusterSettings)
     network: NetworkSettings = field(default_factory=NetworkSettings)
+    image_gc: ImageGCSettings = field(default_factory=ImageGCSettings)
 
     def certificate_dir(self) -> str:
         """The one rule for where the node's certificates live (client, serving, self-signed),

@@ -146,6 +146,12 @@ def non_negative_int(value: Any) -> int:
     return value
 
 
+def percent(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100:
+        raise ValueError(f"must be between 0 and 100, inclusive, got {value!r}")
+    return value
+
+
 def non_negative_duration(value: Any) -> float:
     seconds = parse_duration(value)
     if seconds < 0:

@@ -210,3 +210,7 @@ class CRIClient:
         request = api.PullImageRequest(image=api.ImageSpec(image=image), sandbox_config=sandbox_config)
         return (await self._call("PullImage", self._images.PullImage, request, self.slow_timeout)).image_ref
 
+    async def remove_image(self, image: str) -> None:
+        """Remove the image (a reference, or an ID: then every tag of it); gone already is success."""
+        await self._ignore_not_found("RemoveImage", self._images.RemoveImage,
+                                     api.RemoveImageRequest(image=api.ImageSpec(image=image)), self.slow_timeout)

@@ -38,6 +38,10 @@ STARTED_CONTAINER_ERRORS = Counter("kubelet_started_containers_errors",
                                    "Cumulative number of errors when starting containers",
                                    ["code", "container_type"], registry=REGISTRY)
 
+IMAGE_GARBAGE_COLLECTED = Counter("kubelet_image_garbage_collected", "Total number of images garbage collected by "
+                                  "the kubelet, whether through disk usage or image age.", ["reason"],
+                                  registry=REGISTRY)
+
 PLEG_RELIST_DURATION = Histogram("kubelet_pleg_relist_duration_seconds",
                                  "Duration in seconds for relisting pods in PLEG.", registry=REGISTRY)
 PLEG_LAST_SEEN = Gauge("kubelet_pleg_last_seen_seconds",
