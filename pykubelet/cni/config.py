@@ -11,7 +11,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 # The spec versions whose config and result formats we speak (0.1/0.2 results differ).
 SUPPORTED_VERSIONS = ("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
@@ -41,6 +41,17 @@ class NetworkConfigList:
     source: str = "<inline>"
     disable_check: bool = False
     disable_gc: bool = False
+
+
+# The files a CNI conf dir's reader (libcni, containerd) takes for network configs.
+CONFIG_EXTENSIONS = (".conf", ".conflist", ".json")
+
+
+def config_files(names: Iterable[str]) -> tuple[str, ...]:
+    """The config files among a conf dir's file names, in the order containerd reads them; it uses
+    the first only, and never falls back to a later one when that first does not load."""
+    # Byte order, as Go sorts strings: a name that is not valid UTF-8 sorts by its bytes too.
+    return tuple(sorted((n for n in names if n.endswith(CONFIG_EXTENSIONS)), key=os.fsencode))
 
 
 def version_key(version: str) -> tuple[int, ...]:

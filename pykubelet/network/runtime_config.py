@@ -13,19 +13,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Iterable
 
+from pykubelet.cni.config import config_files
 from pykubelet.config import NetworkSettings
 from pykubelet.network.assets import CONFLIST_NAME
-
-CONFIG_EXTENSIONS = (".conf", ".conflist", ".json")
-
-
-def config_files(names: Iterable[str]) -> tuple[str, ...]:
-    """The config files among a conf dir's file names, in the order containerd reads them."""
-    # Byte order, as Go sorts strings: a name that is not valid UTF-8 sorts by its bytes too.
-    return tuple(sorted((n for n in names if n.endswith(CONFIG_EXTENSIONS)), key=os.fsencode))
-
 
 @dataclass(frozen=True)
 class RuntimeConfig:

@@ -10,7 +10,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from pykubelet.cni.config import ConfigError, load_conflist
+from pykubelet.cni.config import ConfigError, config_files, load_conflist
 
 HEAD_STEPS = 25
 TAIL_STEPS = 100
@@ -100,19 +100,17 @@ def sandbox_network(info: dict[str, str]) -> dict[str, Any]:
     return {k: v for k, v in (("netns", netns), ("cni_interfaces", interfaces)) if v}
 
 
-CNI_CONFIG_SUFFIXES = (".conf", ".conflist", ".json")
-
-
 def runtime_cni_chain(conf_dir: str) -> str:
-    """The plugin chain the runtime runs for a sandbox: its first config in conf_dir (by name, as
-    libcni picks it), e.g. "pykubelet-cni" or "bridge → portmap"; "" when there is none."""
+    """The plugin chain the runtime runs for a sandbox: its first config in conf_dir (as containerd
+    picks it), e.g. "pykubelet-cni" or "bridge → portmap"; "" when there is none or it does not load
+    (containerd then gives pods no network: it never falls back to the next file)."""
     try:
-        names = sorted(n for n in os.listdir(conf_dir) if n.endswith(CNI_CONFIG_SUFFIXES))
+        names = config_files(os.listdir(conf_dir))
     except OSError:
         return ""
-    for name in names:
-        try:
-            return " → ".join(p.get("type", "?") for p in load_conflist(os.path.join(conf_dir, name)).plugins)
-        except ConfigError:
-            continue  # libcni skips what it cannot load, too
-    return ""
+    if not names:
+        return ""
+    try:
+        return " → ".join(p.get("type", "?") for p in load_conflist(os.path.join(conf_dir, names[0])).plugins)
+    except ConfigError:
+        return ""

@@ -92,7 +92,10 @@ class AgentProcess:
             [sys.executable, "-m", "pykubelet.cli", "--pod-manifest-path", str(self.manifests),
              "--root-dir", str(self.workdir / "root"), "--pod-logs-dir", str(self.logs_dir),
              "--hostname-override", self.node, "--healthz-port", str(self.port), "--port", str(self.api_port),
-             "--container-runtime-endpoint", self.endpoint, *self.extra, *extra],  # later flags win
+             "--container-runtime-endpoint", self.endpoint,
+             # the machine's images are shared by every tier and cannot be pulled again here: no
+             # agent of a test collects them unless the test asks for it (a later flag)
+             "--image-gc-high-threshold=100", *self.extra, *extra],  # later flags win
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         return self

@@ -15,7 +15,8 @@ from pykubelet.diagnose.checks import FAIL, OK, Node
 from pykubelet.kube.events import NORMAL, WARNING
 from pykubelet.network.assets import CONFLIST_NAME
 from pykubelet.network.manager import NetworkManager
-from pykubelet.network.runtime_config import RuntimeConfig, config_files, conflict, read_runtime_config
+from pykubelet.cni.config import config_files
+from pykubelet.network.runtime_config import RuntimeConfig, conflict, read_runtime_config
 
 
 def test_containerd_uses_the_first_config_file_by_name_and_ignores_other_files():
