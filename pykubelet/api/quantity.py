@@ -41,3 +41,12 @@ def cpu_millis(value: object) -> int:
 
 def quantity_bytes(value: object) -> int:
     return math.ceil(_exact(value))
+
+
+def integer_quantity(value: object) -> int:
+    """A quantity that is a whole number of base units ("10Mi", "1.5Ki", "-1"), as Go's
+    Quantity.AsInt64 accepts it; ValueError for a fraction ("100m") or one beyond 64 bits."""
+    exact = _exact(value)
+    if exact.denominator != 1 or not -2**63 <= exact.numerator < 2**63:
+        raise ValueError(f"invalid quantity {value!r}: not a whole number of bytes")
+    return exact.numerator

@@ -33,6 +33,7 @@ from pykubelet.runtime.cgroups import kubepods_under
 from pykubelet.runtime.data_dirs import setup_data_dirs
 from pykubelet.runtime.dns import ClusterDNS
 from pykubelet.runtime.image_gc import ImageGC, build_image_gc
+from pykubelet.runtime.log_rotation import ContainerLogManager
 from pykubelet.runtime.specs import NodeFacts
 from pykubelet.server.stats import IMAGEFS_DIR
 from pykubelet.sources.static_files import StaticPodSource
@@ -109,6 +110,9 @@ class Parts:
         self.pods.start(tasks)
         if self.image_gc is not None:
             tasks.loop("image-gc", self.image_gc.run())
+        log_rotation = ContainerLogManager(self.cri, s.container_logs, s.pods.pod_logs_dir)
+        if log_rotation.enabled:
+            tasks.loop("container-log-rotation", log_rotation.run())
         tasks.loop("housekeeping", housekeeping(self.pods.dispatcher, self.pods.wake.cache,
                                                 self.pods.wake.pleg.relisted, sources_ready, s.root_dir,
                                                 kubepods_under(s.pods.cgroup_root), s.pods.pod_logs_dir))

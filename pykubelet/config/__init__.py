@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import textwrap
 from typing import Any
 
 
@@ -129,10 +130,18 @@ class _VersionAction(argparse.Action):
             parser.error(f"--version: must be true, false or raw, got {value!r}")
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's, except that the epilog's list of flags is never wrapped inside a flag's name."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return textwrap.fill(" ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent,
+                             break_on_hyphens=False)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ignored = sorted(f"--{o.flag}" for o in OPTIONS if o.flag and not o.implemented)
     p = argparse.ArgumentParser(
-        prog="pykubelet", allow_abbrev=False,  # a kubelet flag is spelled out; a prefix is not a flag
+        prog="pykubelet", allow_abbrev=False, formatter_class=_HelpFormatter,  # a kubelet flag is spelled out; a prefix is not a flag
         description="A small kubelet-like node agent. Without --kubeconfig it runs standalone: "
                     "static Pods from --pod-manifest-path only.",
         epilog="Also accepted, as the kubelet's, and ignored with a warning when they ask for something "

@@ -59,6 +59,13 @@ OPTIONS: tuple[Option, ...] = (
            "cgroup the pods' kubepods cgroup goes under (default: the root, /kubepods)", zero_is_default=Z),
     Option("pods.allowed_unsafe_sysctls", v.sysctl_patterns, "allowedUnsafeSysctls", "allowed-unsafe-sysctls",
            "comma-separated unsafe sysctls or patterns (kernel.msg*) pods may set", repeatable=True),
+    # --- container logs (runtime/log_rotation.py)
+    Option("container_logs.max_size", v.log_max_size, "containerLogMaxSize", "container-log-max-size",
+           "rotate a container's log file once it is this big, e.g. 10Mi (negative: never)", zero_is_default=Z),
+    Option("container_logs.max_files", v.log_max_files, "containerLogMaxFiles", "container-log-max-files",
+           "most log files of a container, the live one included; at least 2 (default 5)", flag_type=int),
+    Option("container_logs.max_workers", v.positive_int, "containerLogMaxWorkers"),
+    Option("container_logs.monitor_interval", v.log_monitor_interval, "containerLogMonitorInterval"),
     # --- local endpoints
     Option("server.healthz_bind_address", v.text, "healthzBindAddress", "healthz-bind-address",
            "address of /healthz (default 127.0.0.1)", zero_is_default=Z),

@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass, field
 
 from pykubelet.api.eviction import DEFAULT_EVICTION_HARD, Threshold, parse_thresholds
+from pykubelet.api.quantity import integer_quantity
 
 NETWORK_MODES = ("agent", "runtime")
 STANDALONE_POD_CIDR = "10.88.0.0/16"  # containerd's own default pod range
@@ -96,6 +97,26 @@ class AuthnSettings:
     client_ca_file: str = ""
     """authentication.x509.clientCAFile / --client-ca-file: CA bundle of client certificates
     (user = CN, groups = O); empty: no client certificates."""
+
+
+@dataclass
+class ContainerLogSettings:
+    """Rotation of the containers' log files (the kubelet's container log manager)."""
+
+    max_size: str = "10Mi"
+    """containerLogMaxSize / --container-log-max-size: a quantity ("10Mi", "256Ki"); a running
+    container's log file at least this big is rotated. Negative: logs are never rotated."""
+    max_files: int = 5
+    """containerLogMaxFiles / --container-log-max-files (at least 2): a container's log files at most,
+    the live one included; the oldest rotated ones are removed."""
+    max_workers: int = 1
+    """containerLogMaxWorkers (at least 1): containers whose logs are rotated at once."""
+    monitor_interval: float = 10.0
+    """containerLogMonitorInterval, seconds (at least 3s, default 10s): how often the sizes are checked."""
+
+    @property
+    def max_size_bytes(self) -> int:
+        return integer_quantity(self.max_size)
 
 
 AUTHORIZATION_MODES = ("Webhook", "AlwaysAllow")
@@ -221,6 +242,7 @@ class Settings:
     cluster: ClusterSettings = field(default_factory=ClusterSettings)
     network: NetworkSettings = field(default_factory=NetworkSettings)
     image_gc: ImageGCSettings = field(default_factory=ImageGCSettings)
+    container_logs: ContainerLogSettings = field(default_factory=ContainerLogSettings)
 
     def certificate_dir(self) -> str:
         """The one rule for where the node's certificates live (client, serving, self-signed),

@@ -7,6 +7,7 @@ import ipaddress
 from typing import Any
 
 from pykubelet.api.eviction import Threshold, parse_thresholds
+from pykubelet.api.quantity import integer_quantity
 from pykubelet.api.sysctls import SysctlAllowlist
 from pykubelet.config.settings import AUTHORIZATION_MODES, NETWORK_MODES
 from pykubelet.util import tls_names
@@ -219,6 +220,27 @@ def cgroup_driver(value: Any) -> str:
     if value not in CGROUP_DRIVERS:
         raise ValueError(f"must be one of {', '.join(CGROUP_DRIVERS)}, got {value!r}")
     return value
+
+
+def log_max_size(value: Any) -> str:
+    """containerLogMaxSize: a quantity of whole bytes, kept as written (the kubelet shows it so)."""
+    if not isinstance(value, str):
+        raise ValueError(f"must be a quantity such as 10Mi, got {value!r}")
+    integer_quantity(value)  # ValueError says why not
+    return value
+
+
+def log_max_files(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 1:
+        raise ValueError(f"must be greater than 1, got {value!r}")
+    return value
+
+
+def log_monitor_interval(value: Any) -> float:
+    seconds = parse_duration(value)
+    if seconds < 3:
+        raise ValueError(f"must be a positive time duration greater than or equal to 3s, got {value!r}")
+    return seconds
 
 
 def is_zero(value: Any) -> bool:

@@ -8,7 +8,6 @@ Only a pod's worker calls these, so nothing here races with itself for the same 
 from __future__ import annotations
 
 import asyncio
-import os
 from dataclasses import dataclass
 
 from pykubelet.api.pod import Pod
@@ -17,7 +16,7 @@ from pykubelet.kube.events import NORMAL, WARNING
 from pykubelet.pods.step_reporter import StepReporter
 from pykubelet.pods.step_result import Action, StepResult, StopFacts, pod_desc
 from pykubelet.probes.hooks import run_hook
-from pykubelet.runtime import cgroups, data_dirs, gc, specs
+from pykubelet.runtime import cgroups, data_dirs, gc, log_files, specs
 from pykubelet.runtime.service import Runtime
 from pykubelet.runtime.state import ContainerState, PodRuntimeState
 from pykubelet.util.backoff import Backoff
@@ -147,11 +146,13 @@ class PodKiller:
 
     async def _remove_container(self, c: ContainerState) -> None:
         await self.cri.remove_container(c.id)
-        if c.log_path:
+        if c.log_path:  # and its rotated files, as the kubelet's log manager cleans them
             try:
-                os.remove(c.log_path)
+                await asyncio.to_thread(log_files.remove_log_files, self.node.pod_logs_dir, c.log_path)
             except FileNotFoundError:
                 pass
+            except log_files.NotBeneathLogsRoot as e:
+                log.warning("Not removing a container log outside the pod logs dir", err=str(e))
 
     def _remove_pod_dirs(self, namespace: str, name: str, uid: str) -> None:
         """The pod's log directory, then its volumes and directory; only ever those directories

@@ -12,7 +12,7 @@ from pykubelet.api.eviction import Threshold
 from pykubelet.config import CONFIG_API_VERSION, CONFIG_KIND, Settings, values
 from pykubelet.config.options import OPTIONS
 
-DURATION_PARSERS = (values.positive_duration, values.non_negative_duration)
+DURATION_PARSERS = (values.positive_duration, values.non_negative_duration, values.log_monitor_interval)
 
 
 def go_duration(seconds: float) -> str:

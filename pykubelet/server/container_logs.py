@@ -123,10 +123,8 @@ async def _stream(host: Host, reader: logs.LogReader, cid: str, follow: bool, re
             continue
         if not follow:
             return
-        if reader.rotated():
-            await response.write(await asyncio.to_thread(_drain, reader))
-            reader.reopen()
-            continue
+        if await asyncio.to_thread(reader.follow_rotation):
+            continue  # the rest of the old file, then the new one
         if not running:
             return  # it had stopped at the last check, and everything it wrote has been read
         if time.monotonic() - checked_at >= RUNNING_CHECK_SECONDS:
@@ -135,12 +133,3 @@ async def _stream(host: Host, reader: logs.LogReader, cid: str, follow: bool, re
                 continue  # read once more: the last lines may have landed since
         await asyncio.sleep(FOLLOW_POLL_SECONDS)
 
-
-def _drain(reader: logs.LogReader) -> bytes:
-    out = b""
-    while not reader.done:
-        data, at_end = reader.read()
-        out += data
-        if at_end:
-            break
-    return out

@@ -174,30 +174,44 @@ class LogReader:
         self._pending = b""  # an incomplete last line: completed by a later read
         self._line_start = True  # the next content starts a logical line (no P piece before it)
         self._file = open(path, "rb")
+        self._next = None  # the file the path names after a rotation, read once the old one ends
         if options.tail_lines is not None:
             self._file.seek(tail_offset(self._file, options.tail_lines))
 
     def close(self) -> None:
         self._file.close()
+        if self._next is not None:
+            self._next.close()
 
     def rotated(self) -> bool:
         """The path now names another file (the log was rotated and the runtime reopened it)."""
         try:
-            return os.stat(self.path).st_ino != os.fstat(self._file.fileno()).st_ino
+            now, ours = os.stat(self.path), os.fstat(self._file.fileno())
         except OSError:
-            return False
+            return False  # renamed, not reopened yet: the runtime still writes to our file
+        return (now.st_dev, now.st_ino) != (ours.st_dev, ours.st_ino)
 
-    def reopen(self) -> None:
-        """Go on with the new file at the path, from its start (the old one was read to its end)."""
-        self._file.close()
-        self._file = open(self.path, "rb")
-        self._pending = b""
+    def follow_rotation(self) -> bool:
+        """Following, at the end of the file: when the path names a new file (the log was rotated
+        and the runtime reopened it), open that one; read() finishes the old file (the runtime
+        writes no more to it), then goes on with the new one from its start. True when it did."""
+        if self._next is not None or not self.rotated():
+            return False
+        try:
+            self._next = open(self.path, "rb")
+        except FileNotFoundError:
+            return False  # rotated again meanwhile: the next check finds the newest
+        return True
 
     def read(self) -> tuple[bytes, bool]:
         """(output, at end of file). `done` turns True once limit_bytes is reached."""
         out = bytearray()
         while len(out) < OUT_CHUNK and not self.done:
             data = self._file.read(CHUNK)
+            if not data and self._next is not None:
+                self._file.close()
+                self._file, self._next, self._pending = self._next, None, b""
+                continue
             if not data:
                 return bytes(out), True
             data = self._pending + data

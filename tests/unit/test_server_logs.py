@@ -162,3 +162,22 @@ def test_the_fixed_width_path_and_the_regex_path_agree(tmp_path):
     assert read_all(write(tmp_path, *full)) == read_all(write(tmp_path, *full), since=0.0)
     mixed = [*full, f"2026-01-01T00:00:00.5+02:00 stdout F offset"]
     assert read_all(write(tmp_path, *mixed)) == read_all(write(tmp_path, *mixed), since=0.0)
+
+
+def test_a_follower_finishes_the_rotated_file_then_reads_the_new_one(tmp_path):
+    path = tmp_path / "0.log"
+    path.write_text(f"{T0} stdout F one\n")
+    reader = logs.LogReader(str(path), logs.LogOptions(follow=True))
+    assert reader.read() == (b"one\n", True)
+    path.rename(tmp_path / "0.log.20260101-000000")  # rotated: the runtime still writes to it until it reopens
+    with open(tmp_path / "0.log.20260101-000000", "a") as old:
+        old.write(f"{T0} stdout F two\n")
+    assert not reader.follow_rotation()  # no new file yet: nothing to switch to
+    assert reader.read() == (b"two\n", True)
+    with open(tmp_path / "0.log.20260101-000000", "a") as old:
+        old.write(f"{T0} stdout F three\n")
+    path.write_text(f"{T1} stdout F four\n")  # reopened: the new file
+    assert reader.follow_rotation()
+    assert reader.read() == (b"three\nfour\n", True)
+    assert not reader.follow_rotation()
+    reader.close()
