@@ -22,7 +22,8 @@ def record_events(node: Core) -> list[tuple[str, str, str]]:
 
 
 def mounting(*names: str) -> list[dict]:
-    return [{"name": "app", "image": "busybox:1.36", "volumeMounts": [{"name": n, "mountPath": f"/{n}"} for n in names]}]
+    mounts = [{"name": n, "mountPath": f"/{n}"} for n in names]
+    return [{"name": "app", "image": "busybox:1.36", "volumeMounts": mounts}]
 
 
 def failed_mounts(events: list[tuple[str, str, str]]) -> list[str]:
@@ -51,7 +52,8 @@ async def test_a_claim_keeps_the_pod_from_starting_with_the_kubelets_event_every
 async def test_a_failing_host_path_is_retried_with_back_off_and_the_pod_starts_once_it_works(node, tmp_path):
     events = record_events(node)
     host = tmp_path / "host-data"
-    volumes = [{"name": "host", "hostPath": {"path": str(host), "type": "Directory"}}, {"name": "scratch", "emptyDir": {}}]
+    volumes = [{"name": "host", "hostPath": {"path": str(host), "type": "Directory"}},
+               {"name": "scratch", "emptyDir": {}}]
     node.dispatcher.set_pods([pod(containers=mounting("host", "scratch"), volumes=volumes)])
     await until(lambda: len(failed_mounts(events)) >= 4, what="four tries")
     assert failed_mounts(events)[0] == (
@@ -78,3 +80,20 @@ async def test_a_pod_removed_while_its_volume_fails_leaves_nothing_behind(node, 
     node.dispatcher.set_pods([])
     await until(lambda: not pod_dir.exists(), what="the pod's directory removed")
     assert not node.runtime.sandboxes and not node.runtime.containers
+
+
+async def test_a_sandbox_is_not_replaced_while_a_volume_cannot_be_set_up(node, tmp_path):
+    events = record_events(node)
+    host = tmp_path / "host-data"
+    host.mkdir()
+    volumes = [{"name": "host", "hostPath": {"path": str(host), "type": "Directory"}}]
+    node.dispatcher.set_pods([pod(containers=mounting("host"), volumes=volumes)])
+    await until(lambda: node.container().get("state", {}).get("running"), what="the container running")
+    assert not failed_mounts(events)
+
+    host.rmdir()
+    node.runtime.kill_sandbox("uid-web")  # say, the node rebooted and the directory was on a tmpfs
+    await until(lambda: failed_mounts(events), what="a FailedMount event")
+    await asyncio.sleep(30)
+    assert len(node.runtime.sandboxes) == 1, "no new sandbox while the volume is missing"
+    assert not node.runtime.running("app")
