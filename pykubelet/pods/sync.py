@@ -74,12 +74,12 @@ class PodSyncer:
         result.changed = await self._stop_pod(pod, state, actions, finished)
         # 3. Kill the containers that must not run (changed spec, failed probe, old sandbox).
         result.changed |= await self._stop_containers(pod, state, actions, kill_graces or {})
-        # 4. Volumes: set up before the sandbox and any container (also when the sandbox is
-        # replaced); a finished pod's are torn down.
+        # 4. Volumes: set up before the sandbox and any container, also for a replaced sandbox
+        # (the kubelet waits for them on every sync); a finished pod's are torn down.
+        stopped_for_good = actions.kill_pod and not actions.create_sandbox
         if finished:
             await self.api_volumes.teardown(pod)
-        elif (not actions.kill_pod or actions.create_sandbox) and not await self._mount_volumes(pod, actions.start,
-                                                                                                result):
+        elif not stopped_for_good and not await self._mount_volumes(pod, actions.start, result):
             return result
         if not actions.start:
             return result
