@@ -154,7 +154,9 @@ def _parse_volumes(r: _Reader, spec: dict[str, Any]) -> list[Volume]:
     for i, item in enumerate(r.items(spec.get("volumes"), "spec.volumes")):
         # A null entry decodes as an empty volume in the API, which its validation refuses: no name.
         volume = r.mapping(item, f"spec.volumes[{i}]")
-        kind = next((k for k in volume if k != "name"), "")
+        # A volume with no source is an emptyDir: the API's default, which the kubelet's decoding
+        # of a static manifest applies too.
+        kind = next((k for k in volume if k != "name"), "") or "emptyDir"
         source = volume.get(kind)
         name = r.string(volume, "name", f"spec.volumes[{i}]", required=True)
         if name and not _DNS1123_LABEL.match(name):  # it names directories under the pod's

@@ -37,7 +37,7 @@ class PodBackoffs:
     restart: Backoff
     """A container that exited (CrashLoopBackOff)."""
     mount: Backoff
-    """The pod's API volumes."""
+    """The pod's volumes."""
     sandbox: Backoff
     """RunPodSandbox."""
 

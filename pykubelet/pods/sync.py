@@ -23,6 +23,8 @@ from pykubelet.runtime import cgroups, resources, specs
 from pykubelet.runtime.service import Runtime
 from pykubelet.runtime.state import PodRuntimeState, SandboxState, pod_ip as the_pod_ip
 from pykubelet.volumes import api as api_volumes
+from pykubelet.volumes import local as local_volumes
+from pykubelet.volumes import support as volume_support
 from pykubelet.util.log import get_logger
 
 log = get_logger(__name__)
@@ -72,10 +74,12 @@ class PodSyncer:
         result.changed = await self._stop_pod(pod, state, actions, finished)
         # 3. Kill the containers that must not run (changed spec, failed probe, old sandbox).
         result.changed |= await self._stop_containers(pod, state, actions, kill_graces or {})
-        # 4. Volumes: set up before any container starts; a finished pod's are torn down.
+        # 4. Volumes: set up before the sandbox and any container, also for a replaced sandbox
+        # (the kubelet waits for them on every sync); a finished pod's are torn down.
+        stopped_for_good = actions.kill_pod and not actions.create_sandbox
         if finished:
             await self.api_volumes.teardown(pod)
-        elif not actions.kill_pod and not await self._mount_volumes(pod, actions.start, result):
+        elif not stopped_for_good and not await self._mount_volumes(pod, actions.start, result):
             return result
         if not actions.start:
             return result
@@ -127,15 +131,26 @@ class PodSyncer:
         return True
 
     async def _mount_volumes(self, pod: Pod, starting: list[str], result: SyncResult) -> bool:
-        """(Re)write the pod's configMap, secret, downwardAPI and projected volumes; True once
-        every one was set up.
+        """Set up the pod's volumes; True once every one a container needs is set up.
 
-        Like the kubelet's volume manager, containers start only once every volume was set up;
-        a later failure (an object deleted, say) keeps the last content and is only reported.
+        Like the kubelet's volume manager, before the sandbox: no container (and no sandbox)
+        starts while a volume is missing. A volume the node cannot process (a claim, a type it
+        has no plugin for) sets up nothing; the others are set up each on its own, emptyDir and
+        hostPath only when a container is to start (the kubelet sets them up once), the API
+        volumes on every sync, where a later failure (an object deleted) keeps the last content
+        and is only reported.
         """
+        unprocessable = volume_support.unprocessable_volumes(pod)
+        if unprocessable:
+            self._report_unprocessable(pod, unprocessable, starting, result)
+            return False
         failed = await self.api_volumes.setup(pod)
         paths = api_volumes.volume_paths(self.node.root_dir, pod)
         blocking = [name for name in failed if not api_volumes.is_set_up(paths[name])]
+        if starting:
+            local_failed = await asyncio.to_thread(local_volumes.try_setup_volumes, self.node.root_dir, pod)
+            failed.update(local_failed)
+            blocking += list(local_failed)
         backoff, key = self.backoffs.mount, f"{pod.uid}_mount"
         retry_in = None
         if not blocking:
@@ -143,9 +158,9 @@ class PodSyncer:
         elif starting:
             backoff.next(key, backoff.clock())
             retry_in = backoff.delay(key)  # a watched object's change comes sooner
+        kinds = tuple((v.name, v.kind) for v in pod.volumes if v.name in paths or v.name in failed)
         self.reporter.report(pod, StepResult(
-            Action.SET_UP_VOLUMES, "", VolumeFacts(tuple((v.name, v.kind) for v in pod.volumes if v.name in paths),
-                                                   tuple(failed.items())),
+            Action.SET_UP_VOLUMES, "", VolumeFacts(kinds, tuple(failed.items())),
             "FailedMount" if failed else "", "; ".join(f"{name}: {why}" for name, why in failed.items()),
             retry_in=retry_in,
             events=tuple(Event(WARNING, "FailedMount", f'MountVolume.SetUp failed for volume "{name}" : {why}')
@@ -154,6 +169,20 @@ class PodSyncer:
                        for name, why in failed.items()),
             waiting=tuple(Waiting(name, CONTAINER_CREATING) for name in starting) if blocking else ()), result)
         return not blocking
+
+    def _report_unprocessable(self, pod: Pod, unprocessable: list[volume_support.Unprocessable],
+                              starting: list[str], result: SyncResult) -> None:
+        """The kubelet's pod-level FailedMount (`Unable to attach or mount volumes: ...`), tried
+        again after its pod worker's back-off."""
+        message = volume_support.unable_to_mount_message(unprocessable,
+                                                         sorted(volume_support.used_volume_names(pod)))
+        self.reporter.report(pod, StepResult(
+            Action.SET_UP_VOLUMES, "", VolumeFacts(tuple((u.volume, u.kind) for u in unprocessable),
+                                                   tuple((u.volume, u.error) for u in unprocessable)),
+            "FailedMount", message, retry_in=volume_support.RETRY_SECONDS,
+            events=(Event(WARNING, "FailedMount", message),),
+            logs=(LogLine("error", "Unable to attach or mount volumes for pod; skipping pod", (("err", message),)),),
+            waiting=tuple(Waiting(name, CONTAINER_CREATING) for name in starting)), result)
 
     async def _create_sandbox(self, pod: Pod, config: api.PodSandboxConfig, starting: list[str],
                               result: SyncResult) -> SandboxState | None:

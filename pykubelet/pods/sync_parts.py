@@ -42,7 +42,9 @@ def build_sync_parts(cri: Runtime, images: ImageManager, recorder: EventRecorder
     clock the back-offs count on (the runtime's exit times are on it)."""
     node = node or NodeFacts()
     volumes = api_volumes.ApiVolumes(node.root_dir, node.allocatable, api)
-    backoffs = PodBackoffs(restart=Backoff(clock=clock), mount=Backoff(initial=1.0, maximum=30.0, clock=clock),
+    # A failed volume set-up is tried again after the kubelet's per-operation back-off: 0.5 s,
+    # doubling to 2 min 2 s.
+    backoffs = PodBackoffs(restart=Backoff(clock=clock), mount=Backoff(initial=0.5, maximum=122.0, clock=clock),
                            sandbox=Backoff(initial=1.0, maximum=60.0, clock=clock))
     reporter = StepReporter(recorder, history)
     killer = PodKiller(cri, reporter, node, volumes, backoffs)

@@ -13,10 +13,10 @@ import stat
 import subprocess
 from typing import Any
 
-from pykubelet.api.pod import Container, Pod
+from pykubelet.api.pod import NODE_LOCAL_VOLUME_TYPES, Container, Pod, Volume
 from pykubelet.api.quantity import quantity_bytes
 from pykubelet.cri.v1 import api_pb2 as api
-from pykubelet.runtime import paths
+from pykubelet.runtime import data_dirs, paths
 from pykubelet.runtime.env import ContainerConfigError, expand_required
 from pykubelet.util import safe_remove
 from pykubelet.util.log import get_logger
@@ -28,10 +28,14 @@ log = get_logger(__name__)
 _HOST_PATH_CHECKS = {
     "Directory": (stat.S_ISDIR, "a directory"),
     "File": (stat.S_ISREG, "a file"),
-    "Socket": (stat.S_ISSOCK, "a socket"),
+    "Socket": (stat.S_ISSOCK, "a socket file"),
     "CharDevice": (stat.S_ISCHR, "a character device"),
     "BlockDevice": (stat.S_ISBLK, "a block device"),
 }
+
+
+class VolumeSetupError(Exception):
+    """A volume that cannot be set up, in the kubelet's words for its SetUp (no volume name)."""
 
 
 def _mounted(path: str) -> bool:
@@ -59,38 +63,82 @@ def _empty_dir(root_dir: str, pod: Pod, name: str, source: dict[str, Any]) -> st
     return path
 
 
-def _host_path(name: str, source: dict[str, Any]) -> str:
+def _host_path(source: dict[str, Any]) -> str:
+    """The kubelet's hostPath SetUp: nothing is mounted, the path is checked against its type
+    (DirectoryOrCreate and FileOrCreate make it when nothing is there)."""
     path = source.get("path") or ""
     kind = source.get("type") or ""
     if not os.path.isabs(path):
-        raise ContainerConfigError(f"volume {name}: hostPath.path must be absolute, got {path!r}")
+        raise VolumeSetupError(f"hostPath.path must be absolute, got {path!r}")
+    if ".." in path.split("/"):
+        raise VolumeSetupError(f"invalid HostPath `{path}`: must not contain '..'")
     if kind == "DirectoryOrCreate":
-        os.makedirs(path, mode=0o755, exist_ok=True)
+        if not os.path.exists(path):
+            os.makedirs(path, mode=0o755, exist_ok=True)
+        kind = "Directory"  # made, or there: it must be a directory
     elif kind == "FileOrCreate":
-        os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
-        open(path, "a").close()
-    elif kind in _HOST_PATH_CHECKS:
+        if not os.path.exists(path):
+            os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
+        kind = "File"
+    if kind in _HOST_PATH_CHECKS:
         check, what = _HOST_PATH_CHECKS[kind]
         try:
             mode = os.stat(path).st_mode
-        except FileNotFoundError:
-            raise ContainerConfigError(f"volume {name}: hostPath type check failed: {path} does not exist") from None
+        except OSError:
+            mode = 0  # missing or unreadable: the kubelet says "is not" too
         if not check(mode):
-            raise ContainerConfigError(f"volume {name}: hostPath type check failed: {path} is not {what}")
+            raise VolumeSetupError(f"hostPath type check failed: {path} is not {what}")
     elif kind:
-        raise ContainerConfigError(f"volume {name}: unknown hostPath type {kind!r}")
+        raise VolumeSetupError(f"{kind} is an invalid volume type")
     return path
 
 
+def _set_up(root_dir: str, pod: Pod, volume: Volume) -> str | None:
+    """The volume's host path, set up; None for a type that is not node-local."""
+    if volume.kind == "emptyDir":
+        return _empty_dir(root_dir, pod, volume.name, volume.source)
+    if volume.kind == "hostPath":
+        return _host_path(volume.source)
+    return None
+
+
 def setup_volumes(root_dir: str, pod: Pod) -> dict[str, str]:
-    """Volume name -> host path, creating what is missing (idempotent)."""
+    """Volume name -> host path, creating what is missing (idempotent); ContainerConfigError
+    naming the volume when one cannot be set up."""
     out = {}
     for volume in pod.volumes:
-        if volume.kind == "emptyDir":
-            out[volume.name] = _empty_dir(root_dir, pod, volume.name, volume.source)
-        elif volume.kind == "hostPath":
-            out[volume.name] = _host_path(volume.name, volume.source)
+        try:
+            path = _set_up(root_dir, pod, volume)
+        except VolumeSetupError as e:
+            raise ContainerConfigError(f"volume {volume.name}: {e}") from None
+        if path is not None:
+            out[volume.name] = path
     return out
+
+
+def try_setup_volumes(root_dir: str, pod: Pod) -> dict[str, str]:
+    """Set up every emptyDir and hostPath volume of the pod (the pod's directories first), each
+    on its own: volume name -> why it could not be, for those that failed.
+
+    One that failed leaves nothing half made behind it: the others stay set up, as the kubelet's
+    do, for the next try, and are removed with the pod."""
+    local = [v for v in pod.volumes if v.kind in NODE_LOCAL_VOLUME_TYPES]
+    if not local:
+        return {}
+    try:
+        data_dirs.ensure_pod_dirs(root_dir, pod.uid)
+    except (OSError, ValueError) as e:  # ValueError: a UID that is not one plain name
+        return {v.name: f"error making pod data directories: {e}" for v in local}
+    failed = {}
+    for volume in local:
+        try:
+            _set_up(root_dir, pod, volume)
+        except (VolumeSetupError, OSError) as e:
+            failed[volume.name] = str(e)
+        except subprocess.CalledProcessError as e:
+            failed[volume.name] = f"mount failed: {e.stderr.decode(errors='replace').strip() or e}"
+    return failed
 
 
 def container_mounts(root_dir: str, pod: Pod, container: Container, volumes: dict[str, str],
@@ -100,9 +148,10 @@ def container_mounts(root_dir: str, pod: Pod, container: Container, volumes: dic
     `env`: the container's environment, which subPathExpr is expanded with.
 
     Volumes named in `read_only` are mounted read-only whatever the volumeMount says (configMap,
-    secret...). Mounts of volume types not supported yet are left out: the pod was warned about
-    at admission (UnsupportedFields). A subPath is bind-mounted safely first (subpath.py), so
-    this blocks: call it in a thread.
+    secret...). A mount of a volume not set up is an error, never left out: the container would
+    write its data into its own filesystem (the volume step keeps such a pod from starting,
+    support.py). A subPath is bind-mounted safely first (subpath.py), so this blocks: call it in
+    a thread.
     """
     declared = {v.name for v in pod.volumes}
     mounts = []
@@ -111,7 +160,7 @@ def container_mounts(root_dir: str, pod: Pod, container: Container, volumes: dic
         if name not in declared:
             raise ContainerConfigError(f"volumeMount {name!r}: the pod has no volume of that name")
         if name not in volumes:
-            continue
+            raise ContainerConfigError(f"volumeMount {name!r}: its volume is not set up")
         host = volumes[name]
         sub_path = expand_required(mount.sub_path_expr, env or {}) if mount.sub_path_expr else mount.sub_path
         if sub_path:

@@ -1,0 +1,86 @@
+"""Which of a pod's volumes this node can set up, decided from the spec alone (pure).
+
+The kubelet's volume manager first turns each volume a container uses into a volume spec it
+has a plugin for; a volume it cannot process (an unbound claim, a type with no plugin) keeps
+the pod from starting, with the error in a `FailedMount` event, and the pod is synced again
+later. pykubelet does the same, never starting a container with one of its mounts missing:
+the application would write into the container's own filesystem and lose the data.
+
+A volume no container mounts is not needed, so it never blocks (the kubelet's expected volumes).
+PersistentVolumeClaims (and generic ephemeral volumes, which are claims the controller makes)
+are not resolved yet: they are refused here, where resolving them will plug in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pykubelet.api.pod import SUPPORTED_VOLUME_TYPES, Pod, Volume
+
+CLAIM_KINDS = ("persistentVolumeClaim", "ephemeral")
+RETRY_SECONDS = 10.0
+"""When a pod with a volume that cannot be processed is synced again: the kubelet's pod worker
+back-off after a failed sync (its claim may be bound by then)."""
+
+
+@dataclass(frozen=True)
+class Unprocessable:
+    """A volume a container needs that the node cannot set up, and the kubelet's words for why."""
+
+    volume: str
+    kind: str
+    error: str
+
+
+def used_volume_names(pod: Pod) -> set[str]:
+    """The volumes some container (init, app or ephemeral) mounts or uses as a block device."""
+    names: set[str] = set()
+    for container in (*pod.init_containers, *pod.containers, *pod.ephemeral_containers):
+        names.update(mount.name for mount in container.volume_mounts)
+        devices = container.raw.get("volumeDevices")
+        for device in devices if isinstance(devices, list) else []:
+            if isinstance(device, dict) and isinstance(device.get("name"), str):
+                names.add(device["name"])
+    return names
+
+
+def claim_name(pod: Pod, volume: Volume) -> str:
+    """The PersistentVolumeClaim behind the volume: its own, or for a generic ephemeral volume the
+    one the controller makes for the pod, `<pod>-<volume>`."""
+    if volume.kind == "ephemeral":
+        return f"{pod.name}-{volume.name}"
+    return str(volume.source.get("claimName") or "")
+
+
+def why_unprocessable(pod: Pod, volume: Volume) -> str | None:
+    """None when the node can set the volume up; else the error, shaped as the kubelet's."""
+    if volume.kind in SUPPORTED_VOLUME_TYPES:
+        return None
+    if volume.kind in CLAIM_KINDS:
+        return (f"error processing PVC {pod.namespace}/{claim_name(pod, volume)}: "
+                f"PersistentVolumeClaims are not supported by pykubelet yet")
+    return (f'failed to get Plugin from volumeSpec for volume "{volume.name}" err=no volume plugin matched: '
+            f"pykubelet cannot set up {volume.kind} volumes")
+
+
+def unprocessable_volumes(pod: Pod) -> list[Unprocessable]:
+    """The volumes that keep the pod from starting, in the order the spec lists them."""
+    used = used_volume_names(pod)
+    found = []
+    for volume in pod.volumes:
+        why = why_unprocessable(pod, volume) if volume.name in used else None
+        if why is not None:
+            found.append(Unprocessable(volume.name, volume.kind, why))
+    return found
+
+
+def _go_list(names: list[str]) -> str:
+    return f"[{' '.join(names)}]"  # how the kubelet prints a list of names
+
+
+def unable_to_mount_message(unprocessable: list[Unprocessable], unmounted: list[str]) -> str:
+    """The pod-level FailedMount event's text, the kubelet's: what is not mounted, what could not
+    be processed, and each volume's error."""
+    return (f"Unable to attach or mount volumes: unmounted volumes={_go_list(sorted(unmounted))}, "
+            f"unattached volumes=[], failed to process volumes={_go_list(sorted(u.volume for u in unprocessable))}: "
+            + "; ".join(u.error for u in unprocessable))
