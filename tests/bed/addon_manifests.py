@@ -165,10 +165,23 @@ def _edit(document: str, source: str, edits) -> str:
     return document
 
 
+# The flannel CNI plugin built here is the one of containernetworking/plugins v0.9.1 (the module
+# proxy serves no flannel-io/cni-plugin), which speaks CNI up to 0.4.0; the release's network
+# config asks for 1.0.0 (flannel's own plugin speaks it). Nothing in the config needs 1.0.0.
+FLANNEL_CNI_VERSION = "0.4.0"
+
+
 def flannel(source: Path, module: str) -> Manifest:
-    """The release's manifest, from its module (`source` is where Go unpacked `module`)."""
+    """The release's manifest, from its module (`source` is where Go unpacked `module`), with the
+    CNI version its network config asks for lowered to what the plugin built here speaks."""
     text = (source / "Documentation" / "kube-flannel.yml").read_text()
-    return Manifest("kube-flannel.yml", f"{module}: Documentation/kube-flannel.yml", text)
+    text, found = re.subn(r'^(?P<i> *)"cniVersion": "[0-9.]+",$', lambda m: f'{m["i"]}"cniVersion": "{FLANNEL_CNI_VERSION}",',
+                          text, flags=re.M)
+    if found != 1:
+        raise SystemExit(f"addon_manifests.py: {module}: kube-flannel.yml has {found} cniVersion lines, want 1")
+    return Manifest("kube-flannel.yml", f"{module}: Documentation/kube-flannel.yml", text,
+                    changes=f"# cni-conf.json: cniVersion {FLANNEL_CNI_VERSION}, the newest the flannel CNI plugin built "
+                            "here speaks (docs/addons.md)\n")
 
 
 def metrics_server(source: Path, module: str, kubectl: Path) -> Manifest:

@@ -4,14 +4,16 @@
 # the node's host network. Multi-node tests run one per node; anything that needs a
 # containerd of its own (a second test run, a demo) can use one too.
 #
-#   containerd-node.sh up NAME [--netns NS] [--cni-conf-dir DIR]
+#   containerd-node.sh up NAME [--netns NS] [--cni-conf-dir DIR] [--cni-bin-dir DIR]
 #   containerd-node.sh down NAME        stop it, remove its pods' containers, network namespaces and dirs
 #   containerd-node.sh socket NAME      print its CRI endpoint
 #
 # The config is tests/bed/containerd.toml (what setup.sh installs) with the paths
 # moved under /var/lib/pykubelet-nodes/NAME and /run/pykubelet-nodes/NAME. The CNI
 # conf dir defaults to <state>/net.d (empty: NetworkReady=false until someone writes
-# a network config there). Images come from setup.sh's cache (run `make setup` first).
+# a network config there); the CNI bin dir to the main config's (Debian's /usr/lib/cni: a
+# node whose CNI DaemonSet installs its plugin into /opt/cni/bin, as flannel's does, passes
+# that). Images come from setup.sh's cache (run `make setup` first).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -21,18 +23,19 @@ main_config="${PYKUBELET_CONTAINERD_CONFIG:-/etc/pykubelet/containerd.toml}"
 export PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH"
 
 die() { printf 'containerd-node: ERROR: %s\n' "$*" >&2; exit 1; }
-[ $# -ge 2 ] || die "usage: $0 up|down|socket NAME [--netns NS] [--cni-conf-dir DIR]"
+[ $# -ge 2 ] || die "usage: $0 up|down|socket NAME [--netns NS] [--cni-conf-dir DIR] [--cni-bin-dir DIR]"
 cmd=$1 name=$2; shift 2
 [[ $name =~ ^[a-z0-9][a-z0-9-]*$ ]] || die "node name '$name': use lowercase letters, digits and '-'"
 
 root=/var/lib/pykubelet-nodes/$name
 state=/run/pykubelet-nodes/$name
 sock=$state/containerd.sock
-netns='' conf_dir=$state/net.d
+netns='' conf_dir=$state/net.d bin_dir=''
 while [ $# -gt 0 ]; do
     case $1 in
         --netns) netns=$2; shift 2 ;;
         --cni-conf-dir) conf_dir=$2; shift 2 ;;
+        --cni-bin-dir) bin_dir=$2; shift 2 ;;
         *) die "unknown option $1" ;;
     esac
 done
@@ -43,12 +46,14 @@ up() {
     [ -f "$main_config" ] || die "$main_config missing: run tests/bed/setup.sh first"
     if ctr_ok; then echo "unix://$sock"; return; fi
     mkdir -p "$root" "$state" "$conf_dir"
-    local snapshotter
+    local snapshotter bin_dir_edit=()
+    [ -n "$bin_dir" ] && bin_dir_edit=(-e "s|^\(\s*bin_dir = \).*|\1\"$bin_dir\"|")
     snapshotter="$(sed -n 's/^\s*snapshotter = "\(.*\)"/\1/p' "$main_config" | head -n1)"
     sed -e "s|^root = .*|root = \"$root/containerd\"|" \
         -e "s|^state = .*|state = \"$state/containerd\"|" \
         -e "s|^\(\s*address = \).*|\1\"$sock\"|" \
         -e "s|^\(\s*conf_dir = \).*|\1\"$conf_dir\"|" \
+        "${bin_dir_edit[@]}" \
         -e "s|^\(\s*snapshotter = \).*|\1\"$snapshotter\"|" \
         "$here/containerd.toml" >"$state/containerd.toml"
     local launcher=()

@@ -35,7 +35,7 @@ from pyroute2.netns import setns
 from pykubelet.kube.client import KubeClient
 from tests.bench.startup import machine
 from tests.kubeadm.conftest import (ControlPlane, join_config, kubeadm, kubeadm_init, remove, reset)
-from tests.kubeadm.node import K8S_BIN, PYKUBELET, KubeadmNode, lan_down
+from tests.kubeadm.node import K8S_BIN, LABEL_ARG, PYKUBELET, KubeadmNode, lan_down
 from tests.helpers import run_to_completion, wait_for
 
 REAL_KUBELET = f"#!/bin/sh\nexec {K8S_BIN / 'kubelet'} \"$@\"\n"
@@ -106,7 +106,8 @@ def remove_bench_cgroups() -> None:
 
 
 def join_once(kind: str, index: int, plane: ControlPlane, watcher: ReadyWatcher) -> dict[str, float]:
-    node = KubeadmNode(f"pkl-kb-{kind[0]}{index}", 20 + index, kubelet=REAL_KUBELET if kind == "kubelet" else PYKUBELET)
+    node = KubeadmNode(f"pkl-kb-{kind[0]}{index}", 20 + index, kubelet=REAL_KUBELET if kind == "kubelet" else PYKUBELET,
+                       extra_args=LABEL_ARG)
     try:
         node.up()
         extra = {}
@@ -136,12 +137,12 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--joins", type=int, default=5)
     joins = parser.parse_args().joins
-    cp = KubeadmNode("pkl-kb-cp", 1)
+    cp = KubeadmNode("pkl-kb-cp", 1, extra_args=LABEL_ARG)  # agent network mode: pykubelet's own pod network
     results: dict[str, list[dict[str, float]]] = {"kubelet": [], "pykubelet": []}
     try:
         cp.up()
         t0 = time.time()
-        plane = kubeadm_init(cp)
+        plane = kubeadm_init(cp, addons=False)
         init_seconds = time.time() - t0
         with tempfile.TemporaryDirectory(prefix="pkl-bench-kubeadm-") as tmp:
             admin = Path(tmp) / "admin.conf"

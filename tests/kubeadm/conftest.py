@@ -1,18 +1,23 @@
-"""The kubeadm tier: `kubeadm init` with pykubelet running the control plane as static pods, and
-`kubeadm join` of a second pykubelet node with a bootstrap token, each node a machine of its own
-inside this one (tests/kubeadm/node.py), so the tier shares nothing with the cluster tier.
+"""The kubeadm tier: the cluster users build. `kubeadm init` with pykubelet running the control
+plane as static pods and kubeadm's add-ons (CoreDNS, kube-proxy), flannel's DaemonSet as the CNI
+(`kubectl apply -f kube-flannel.yml`), then `kubeadm join` of a second pykubelet node with a
+bootstrap token; each node a machine of its own inside this one (tests/kubeadm/node.py), so the
+tier shares nothing with the cluster tier. The add-on images are `make addons`' (built from their
+Go modules under their upstream names). The cluster is the package's: tests/kubeadm/test_addons.py
+uses it first, test_kubeadm.py ends with `kubeadm reset`.
 
 What this machine cannot give kubeadm, and is ignored by name: SystemVerification (cgroup v1,
-which kubeadm refuses for a kubelet of v1.35 and later). What cannot be built here is skipped:
-the CoreDNS and kube-proxy addons (no binaries for their images).
+which kubeadm refuses for a kubelet of v1.35 and later).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import subprocess
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -22,10 +27,14 @@ from tests.helpers import run_to_completion, wait_for
 from tests.kubeadm.node import BED, REPO, KubeadmNode, ca_cert_hash, lan_down
 
 K8S_VERSION = "v1.36.3"
-POD_SUBNET = "10.245.0.0/16"
+POD_SUBNET = "10.244.0.0/16"  # kube-flannel.yml's network, as flannel's guide tells kubeadm users to pick
+AGENT_POD_SUBNET = "10.245.0.0/16"  # a cluster pykubelet networks itself (the kubeadm benchmark's)
 IGNORED_PREFLIGHT = ["SystemVerification"]
 SKIPPED_ADDONS = ["addon/coredns", "addon/kube-proxy"]
 CLUSTER_NAME = "pykubelet-kubeadm"
+ADDONS = REPO / "build" / "addons"  # make addons' manifests
+CNI_NOT_READY = ("container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady "
+                 "message:Network plugin returns error: cni plugin not initialized")
 
 
 def new_token() -> str:
@@ -41,22 +50,34 @@ def node_registration(node: KubeadmNode, **extra: Any) -> dict[str, Any]:
                                  {"name": "node-labels", "value": "pykubelet.test/from=kubeadm"}], **extra}
 
 
-def init_config(node: KubeadmNode, token: str) -> str:
-    docs = [
-        {"apiVersion": "kubeadm.k8s.io/v1beta4", "kind": "InitConfiguration",
-         "bootstrapTokens": [{"token": token, "ttl": "2h"}],
-         "localAPIEndpoint": {"advertiseAddress": node.ip, "bindPort": 6443},
-         "nodeRegistration": node_registration(node),
-         "skipPhases": SKIPPED_ADDONS},
-        {"apiVersion": "kubeadm.k8s.io/v1beta4", "kind": "ClusterConfiguration", "kubernetesVersion": K8S_VERSION,
-         "clusterName": CLUSTER_NAME, "controlPlaneEndpoint": f"{node.ip}:6443",
-         "networking": {"podSubnet": POD_SUBNET}, "dns": {"disabled": True}, "proxy": {"disabled": True}},
-        # What every node's kubelet gets (kubeadm uploads it as the kubelet-config ConfigMap). cgroupfs:
-        # the test bed's containerd runs without systemd. failCgroupV1 false: the real kubelet
-        # (benchmark) refuses cgroup v1 otherwise; pykubelet runs on it either way.
-        {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-         "cgroupDriver": "cgroupfs", "failCgroupV1": False},
-    ]
+def init_config(node: KubeadmNode, token: str, addons: bool = True, patches: str = "") -> str:
+    """kubeadm's config for the init node. Without `addons`: no CoreDNS, no kube-proxy, and a pod
+    network pykubelet runs itself (the kubeadm benchmark's cluster)."""
+    init: dict[str, Any] = {"apiVersion": "kubeadm.k8s.io/v1beta4", "kind": "InitConfiguration",
+                            "bootstrapTokens": [{"token": token, "ttl": "2h"}],
+                            "localAPIEndpoint": {"advertiseAddress": node.ip, "bindPort": 6443},
+                            "nodeRegistration": node_registration(node)}
+    if patches:
+        init["patches"] = {"directory": patches}
+    cluster: dict[str, Any] = {"apiVersion": "kubeadm.k8s.io/v1beta4", "kind": "ClusterConfiguration",
+                               "kubernetesVersion": K8S_VERSION, "clusterName": CLUSTER_NAME,
+                               "controlPlaneEndpoint": f"{node.ip}:6443",
+                               "networking": {"podSubnet": POD_SUBNET if addons else AGENT_POD_SUBNET}}
+    if not addons:
+        init["skipPhases"] = SKIPPED_ADDONS
+        cluster.update(dns={"disabled": True}, proxy={"disabled": True})
+    # What every node's kubelet gets (kubeadm uploads it as the kubelet-config ConfigMap). cgroupfs:
+    # the test bed's containerd runs without systemd. failCgroupV1 false: the real kubelet
+    # (benchmark) refuses cgroup v1 otherwise; pykubelet runs on it either way. serverTLSBootstrap:
+    # kubelet API certificates from the cluster's CA, which metrics-server verifies.
+    kubelet = {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+               "cgroupDriver": "cgroupfs", "failCgroupV1": False, "serverTLSBootstrap": addons}
+    docs = [init, cluster, kubelet]
+    if addons:
+        # kube-proxy leaves nf_conntrack_max as it is (a node's network namespace cannot write it),
+        # as kind configures it for the same reason
+        docs.append({"apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
+                     "conntrack": {"maxPerCore": 0}})
     return yaml.safe_dump_all(docs)
 
 
@@ -90,6 +111,12 @@ class ControlPlane:
         self.node = node
         self.token = token
         self.ca_hash = ca_cert_hash(node.read("/etc/kubernetes/pki/ca.crt"))
+        self.not_ready_before_cni: dict[str, str] = {}
+        """The Ready condition's message of the init node before flannel was applied."""
+        self.init_started = time.monotonic()
+        """When `kubeadm init` started (monotonic clock; its images were in place before)."""
+        self.seconds: dict[str, float] = {}
+        """What the bring-up measured: flannel applied → node Ready, kubeadm init → CoreDNS Ready."""
 
     def kubectl_json(self, *args: str) -> Any:
         return json.loads(self.node.kubectl(*args, "-o", "json").stdout)
@@ -108,24 +135,61 @@ class ControlPlane:
         return "\n".join(out)
 
 
-def images_for(node: KubeadmNode) -> None:
-    """The control-plane images kubeadm asks for, built once and imported into the node's containerd."""
-    result = subprocess.run([sys.executable, str(BED / "images_control_plane.py"), "--address",
-                             node.endpoint.removeprefix("unix://")], capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, f"building the control-plane images failed:\n{result.stderr[-4000:]}"
+def images_for(node: KubeadmNode, addons: bool = True) -> None:
+    """The control-plane images kubeadm asks for and `make addons`' images (built once, no-ops
+    after), imported into the node's containerd."""
+    socket = node.endpoint.removeprefix("unix://")
+    commands = [[sys.executable, str(BED / "images_control_plane.py"), "--address", socket]]
+    if addons:
+        commands.append(["bash", str(BED / "build-addons.sh")])
+    for command in commands:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=1800,
+                                env={**os.environ, "CONTAINERD_ADDRESS": socket})
+        assert result.returncode == 0, f"{' '.join(command)} failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
 
 
-def kubeadm_init(node: KubeadmNode) -> ControlPlane:
-    images_for(node)
+def kubeadm_init(node: KubeadmNode, addons: bool = True, patches: str = "") -> ControlPlane:
+    """`patches`: a kubeadm patches directory on the node (the benchmark's real kubelet has one)."""
+    images_for(node, addons)
     token = new_token()
-    kubeadm(node, "init", config=init_config(node, token))
-    # docs/kubeadm.md, step 5: pykubelet routes to every node's pods, so nodes may list Nodes
-    node.kubectl("apply", "-f", str(REPO / "cni" / "node-network-rbac.yaml"))
-    return ControlPlane(node, token)
+    config = init_config(node, token, addons, patches)
+    started = time.monotonic()
+    kubeadm(node, "init", config=config)
+    if not addons:
+        # docs/kubeadm.md, step 5: pykubelet routes to every node's pods, so nodes may list Nodes
+        node.kubectl("apply", "-f", str(REPO / "cni" / "node-network-rbac.yaml"))
+    plane = ControlPlane(node, token)
+    plane.init_started = started
+    return plane
 
 
 def kubeadm_join(node: KubeadmNode, control_plane: ControlPlane) -> None:
+    images_for(node)
     kubeadm(node, "join", config=join_config(node, control_plane.node, control_plane.token, control_plane.ca_hash))
+
+
+SERVING_CERTIFICATE = "/var/lib/kubelet/pki/kubelet-server-current.pem"
+
+
+def approve_serving_certificate(plane: ControlPlane, node: KubeadmNode) -> None:
+    """What an admin does on a cluster with serverTLSBootstrap: approve the node's kubelet-serving
+    CSRs (kube-controller-manager approves client certificates only; a kubelet restarted by
+    kubeadm before the first was approved has filed another), until the kubelet serves with one."""
+    def approved_and_in_place() -> bool:
+        pending = [c["metadata"]["name"] for c in plane.kubectl_json("get", "csr")["items"]
+                   if c["spec"]["signerName"] == "kubernetes.io/kubelet-serving"
+                   and c["spec"]["username"] == f"system:node:{node.name}"
+                   and not c.get("status", {}).get("conditions")]
+        if pending:
+            plane.node.kubectl("certificate", "approve", *pending)
+        return node.exists(SERVING_CERTIFICATE)
+    run_to_completion(wait_for(approved_and_in_place, 90, f"the kubelet-serving certificate of {node.name}",
+                               interval=1, describe=lambda: plane.describe(node)))
+
+
+def ready_condition(plane: ControlPlane, name: str) -> dict[str, str]:
+    conditions = plane.kubectl_json("get", "node", name)["status"].get("conditions") or []
+    return next((c for c in conditions if c["type"] == "Ready"), {})
 
 
 def reset(node: KubeadmNode) -> subprocess.CompletedProcess[str]:
@@ -144,16 +208,54 @@ def remove(node: KubeadmNode) -> None:
         remove_pod_cgroups(uid)
 
 
-@pytest.fixture(scope="module")
+def bring_up(node: KubeadmNode) -> ControlPlane:
+    """kubeadm init with its add-ons, as a user does it: the node stays NotReady (no CNI yet) with
+    kube-proxy running on it; `kubectl apply -f kube-flannel.yml`; the node turns Ready."""
+    plane = kubeadm_init(node)
+    approve_serving_certificate(plane, node)
+
+    def waiting_for_the_cni() -> str:
+        condition = ready_condition(plane, node.name)
+        return condition.get("message", "") if condition.get("status") == "False" else ""
+    plane.not_ready_before_cni[node.name] = run_to_completion(wait_for(
+        waiting_for_the_cni, 60, f"node {node.name} NotReady for want of a CNI", describe=plane.describe))
+    run_to_completion(wait_for(lambda: daemon_set_ready(plane, "kube-system", "kube-proxy", 1), 120,
+                               "kube-proxy running on the NotReady node", interval=1, describe=plane.describe))
+    applied = time.monotonic()
+    node.kubectl("apply", "-f", str(ADDONS / "kube-flannel.yml"))
+    run_to_completion(wait_for(lambda: plane.node_ready(node.name), 120, f"node {node.name} Ready with flannel",
+                               interval=0.5, describe=plane.describe))
+    plane.seconds["flannel applied → node Ready"] = time.monotonic() - applied
+    run_to_completion(wait_for(lambda: deployment_available(plane, "kube-system", "coredns"), 180,
+                               "CoreDNS Ready", interval=1, describe=plane.describe))
+    plane.seconds["kubeadm init → CoreDNS Ready"] = time.monotonic() - plane.init_started
+    return plane
+
+
+def daemon_set_ready(plane: ControlPlane, namespace: str, name: str, nodes: int) -> bool:
+    result = plane.node.kubectl("get", "daemonset", "-n", namespace, name, "-o", "json", check=False)
+    status = json.loads(result.stdout).get("status", {}) if result.returncode == 0 else {}
+    return status.get("numberReady", 0) >= nodes and status.get("updatedNumberScheduled", 0) >= nodes
+
+
+def deployment_available(plane: ControlPlane, namespace: str, name: str) -> bool:
+    result = plane.node.kubectl("get", "deployment", "-n", namespace, name, "-o", "json", check=False)
+    if result.returncode != 0:
+        return False
+    deployment = json.loads(result.stdout)
+    status = deployment.get("status", {})
+    return status.get("readyReplicas", 0) >= deployment["spec"].get("replicas", 1) and \
+        status.get("updatedReplicas", 0) >= deployment["spec"].get("replicas", 1)
+
+
+@pytest.fixture(scope="package")
 def control_plane(tmp_path_factory):
-    """kubeadm init on node pkl-kadm-cp, with pykubelet as its kubelet; reset and removed afterwards."""
+    """kubeadm init on node pkl-kadm-cp, with pykubelet as its kubelet, add-ons and flannel; reset
+    and removed afterwards."""
     node = KubeadmNode("pkl-kadm-cp", 1)
     try:
         node.up()
-        plane = kubeadm_init(node)
-        run_to_completion(wait_for(lambda: plane.node_ready(node.name), 120, f"node {node.name} Ready",
-                                   describe=plane.describe))
-        yield plane
+        yield bring_up(node)
     finally:
         if node.holder is not None:
             reset(node)
@@ -161,14 +263,16 @@ def control_plane(tmp_path_factory):
         lan_down()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def worker(control_plane):
-    """kubeadm join of node pkl-kadm-w1 (TLS bootstrap with the init's token), until Ready."""
+    """kubeadm join of node pkl-kadm-w1 (TLS bootstrap with the init's token), until Ready (flannel's
+    DaemonSet brings its network)."""
     node = KubeadmNode("pkl-kadm-w1", 2)
     try:
         node.up()
         kubeadm_join(node, control_plane)
-        run_to_completion(wait_for(lambda: control_plane.node_ready(node.name), 120, f"node {node.name} Ready",
+        approve_serving_certificate(control_plane, node)
+        run_to_completion(wait_for(lambda: control_plane.node_ready(node.name), 180, f"node {node.name} Ready",
                                    describe=lambda: control_plane.describe(control_plane.node, node)))
         yield node
     finally:

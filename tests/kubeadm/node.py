@@ -5,10 +5,12 @@ and wants ports 6443, 2379-2380, 10248-10259 free, which the cluster tier and ot
 machine use too. So each kubeadm node is
 - a network namespace with eth0 on a LAN of its own (a bridge in one more namespace), where its
   control plane, containerd and kubelet listen;
-- a mount namespace in which /etc, /var/lib and /var/log are overlays (writes land in the node's
-  state dir, the machine's files stay as they are), /var/lib/pykubelet-nodes is the real one
+- a mount namespace in which /etc, /var/lib, /var/log and /opt are overlays (writes land in the
+  node's state dir, the machine's files stay as they are), /var/lib/pykubelet-nodes is the real one
   (containerd's snapshots need a real filesystem), /run/containerd is the node's own containerd
-  (tests/bed/containerd-node.sh) and /run/pykubelet its own;
+  (tests/bed/containerd-node.sh), /run/pykubelet its own, and /run/flannel a tmpfs of its own:
+  what a CNI DaemonSet writes through hostPath (/etc/cni/net.d, /opt/cni/bin, /run/flannel) is
+  each node's, as on separate machines (/etc/cni/net.d starts empty, as on a new one);
 - a PATH whose `kubelet` is the agent under test and whose `systemctl` is tests/kubeadm/initsystem.py.
 Everything kubeadm, containerd and the kubelet do happens in there; `down` leaves the machine as
 it was (the namespaces, overlays and state dirs go).
@@ -35,10 +37,20 @@ BED = REPO / "tests" / "bed"
 K8S_BIN = Path(os.environ.get("PYKUBELET_CACHE", "/var/cache/pykubelet")) / "k8s" / "v1.36.3" / "bin"
 STATE_ROOT = Path("/run/pkl-kubeadm")
 NODES_REAL = Path("/var/lib/pykubelet-nodes")  # containerd-node.sh's roots (real filesystem, not overlaid)
-OVERLAID = ("/etc", "/var/lib", "/var/log")
+OVERLAID = ("/etc", "/var/lib", "/var/log", "/opt")
+# Paths under the machine's /run that the nodes' DaemonSets use through hostPath: a per-node tmpfs,
+# mounted on a directory lan_up makes (and lan_down removes) in the machine's /run.
+PRIVATE_RUN_DIRS = ("/run/flannel",)
+# Starts empty on every node, as on a new machine (not with what the machine's own agents wrote).
+EMPTY_DIRS = ("/etc/cni/net.d",)
+# A hostPath of type FileOrCreate (kube-proxy's and flannel's iptables lock): shared by the nodes,
+# as a lock may be; removed by lan_down if the tier made it.
+SHARED_RUN_FILES = ("/run/xtables.lock",)
+CNI_BIN_DIR = "/opt/cni/bin"  # where CNI DaemonSets install their plugins (containerd's default)
 LAN_NS = "pkl-klan"
 LAN_BRIDGE = "klan0"
 SUBNET = "10.251.0"
+LABEL_ARG = "--node-labels=pykubelet.test/extra-args=yes"  # an admin's flag in /etc/default/kubelet, to see it applied
 PYKUBELET = f"#!/bin/sh\nexec {sys.executable} -m pykubelet.cli \"$@\"\n"
 
 
@@ -51,6 +63,13 @@ def run(*argv: str, timeout: float = 120, check: bool = True, **kwargs) -> subpr
 
 
 def lan_up() -> None:
+    made = STATE_ROOT / "made-on-the-machine"
+    if not made.exists():
+        STATE_ROOT.mkdir(parents=True, exist_ok=True)
+        ours = [p for p in (*PRIVATE_RUN_DIRS, *SHARED_RUN_FILES) if not Path(p).exists()]
+        made.write_text("".join(f"{p}\n" for p in ours))
+        for path in PRIVATE_RUN_DIRS:
+            Path(path).mkdir(exist_ok=True)
     if not Path("/var/run/netns", LAN_NS).exists():
         run("ip", "netns", "add", LAN_NS)
         run("ip", "-n", LAN_NS, "link", "add", LAN_BRIDGE, "type", "bridge")
@@ -59,6 +78,14 @@ def lan_up() -> None:
 
 def lan_down() -> None:
     run("ip", "netns", "del", LAN_NS, check=False)
+    made = STATE_ROOT / "made-on-the-machine"
+    if made.exists():
+        for path in made.read_text().split():
+            if Path(path).is_dir():
+                Path(path).rmdir()
+            elif Path(path).exists():
+                Path(path).unlink()
+        made.unlink()
     try:
         STATE_ROOT.rmdir()  # the nodes' state dirs are gone by now
     except OSError:
@@ -78,6 +105,9 @@ class KubeadmNode:
     index: int
     kubelet: str = PYKUBELET
     """The node's `kubelet` program (a shell script): pykubelet, or the real kubelet."""
+    extra_args: str = f"{LABEL_ARG} --network-mode=runtime"
+    """KUBELET_EXTRA_ARGS in /etc/default/kubelet: the admin's own flags (a label, to see them
+    applied; pykubelet's network mode: the cluster's CNI is flannel's DaemonSet)."""
     holder: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     pod_uids: set[str] = field(default_factory=set)
     """UIDs of the pods the node ran (their cgroups are removed with the node)."""
@@ -127,11 +157,12 @@ class KubeadmNode:
             (bin_dir / tool).chmod(0o755)
         for tool in ("kubeadm", "kubectl"):
             (bin_dir / tool).symlink_to(K8S_BIN / tool)
+        # Debian's CNI plugins where CNI DaemonSets expect them, as an admin links them on Debian
+        self.sh("sh", "-c", f"mkdir -p {CNI_BIN_DIR} && ln -sf /usr/lib/cni/* {CNI_BIN_DIR}/")
         self.sh("bash", str(BED / "containerd-node.sh"), "up", self.name, "--cni-conf-dir", "/etc/cni/net.d",
-                timeout=300)
-        # the admin's own file, as the kubelet package installs it (and a flag of ours, to see it applied)
-        self.sh("sh", "-c", "mkdir -p /etc/default && echo 'KUBELET_EXTRA_ARGS=--node-labels="
-                            "pykubelet.test/extra-args=yes' > /etc/default/kubelet")
+                "--cni-bin-dir", CNI_BIN_DIR, timeout=300)
+        # the admin's own file, as the kubelet package installs it
+        self.sh("sh", "-c", f"mkdir -p /etc/default && echo 'KUBELET_EXTRA_ARGS={self.extra_args}' > /etc/default/kubelet")
         return self
 
     def _mount_namespace(self) -> None:
@@ -152,6 +183,8 @@ class KubeadmNode:
         setup += [f"mount --bind {s}/real-nodes {NODES_REAL}",
                   f"mkdir -p /run/containerd /run/pykubelet && mount --bind {node_run} /run/containerd",
                   f"mount --bind {s}/run-pykubelet /run/pykubelet",
+                  *(f"mount -t tmpfs -o mode=0755 tmpfs {path}" for path in PRIVATE_RUN_DIRS),
+                  *(f"mkdir -p {path} && mount -t tmpfs -o mode=0755 tmpfs {path}" for path in EMPTY_DIRS),
                   f"touch {s}/ready", "exec sleep infinity"]
         # The holder keeps the namespace: nsenter and unshare exec into sh, which execs sleep, so its
         # PID is in both of the node's namespaces. (Not `ip netns exec`: it remounts /sys for the

@@ -61,9 +61,10 @@ def exec_in(plane: ControlPlane, namespace: str, name: str, command: str) -> str
 
 
 async def answers(plane: ControlPlane, namespace: str, client: str, url: str, expected: str, what: str) -> None:
-    """The client pod fetches url until it gets `expected` (new rules and DNS records take a moment)."""
-    await wait_for(lambda: expected in exec_in(plane, namespace, client, f"wget -q -T 3 -O- {url}"), 60, what,
-                   interval=1, describe=lambda: exec_in(plane, namespace, client, f"wget -T 3 -O- {url}"))
+    """The client pod fetches url until it gets `expected` (new rules and DNS records take a moment).
+    (`timeout`, not wget's -T: that crashes this busybox.)"""
+    await wait_for(lambda: expected in exec_in(plane, namespace, client, f"timeout 5 wget -qO- {url}"), 60, what,
+                   interval=1, describe=lambda: exec_in(plane, namespace, client, f"timeout 5 wget -O- {url}"))
 
 
 async def test_nodes_are_not_ready_until_flannel_writes_its_config_and_pykubelet_leaves_its_routes_alone(

@@ -93,7 +93,7 @@ async def test_join_bootstraps_a_second_node_that_runs_pods(control_plane: Contr
     pod = await wait_for(lambda: (lambda p: p if pod_ready(p) else None)(
         control_plane.kubectl_json("get", "pod", "hello")), 90, "pod hello Running on the worker",
         describe=lambda: control_plane.describe(control_plane.node, worker))
-    assert pod["status"]["podIP"].startswith("10.245.")
+    assert pod["status"]["podIP"].startswith("10.244.")  # flannel's network, from the worker's podCIDR
     logs = control_plane.node.kubectl("logs", "hello").stdout  # the apiserver reaches the worker's kubelet API
     assert logs.strip() == "hello from hello"
 

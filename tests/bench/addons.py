@@ -1,0 +1,107 @@
+"""The cluster users build, pykubelet vs the real kubelet on the same bed, same run: how long
+flannel takes to make the nodes Ready and kubeadm's CoreDNS to turn Ready.
+
+    python -m tests.bench.addons [--runs 2]
+
+Each run builds a two-node cluster the way tests/kubeadm/ does (a control-plane node and a worker,
+each a machine-in-a-namespace with its own containerd; kubeadm init with its CoreDNS and
+kube-proxy add-ons, kubeadm join), with every kubelet either pykubelet or the real kubelet
+v1.36.3, alternating, and measures:
+- `kubectl apply -f kube-flannel.yml` → every node Ready (both nodes joined and NotReady before);
+- `kubeadm init` started → CoreDNS's Deployment Ready (its /ready probe passing on the nodes).
+Images are imported before the clocks start. The real kubelet gets a kubeadm patch with
+cgroupRoot /kubelet-bench, as in tests/bench/kubeadm.py (why: there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from tests.bench.kubeadm import BENCH_CGROUP_ROOT, REAL_KUBELET, make_bench_cgroups, remove_bench_cgroups
+from tests.bench.startup import machine
+from tests.helpers import run_to_completion, wait_for
+from tests.kubeadm.conftest import (ADDONS, ControlPlane, approve_serving_certificate, daemon_set_ready,
+                                    deployment_available, images_for, join_config, kubeadm, kubeadm_init,
+                                    ready_condition,
+                                    remove, reset)
+from tests.kubeadm.node import LABEL_ARG, PYKUBELET, KubeadmNode, lan_down
+
+PATCHES = "/etc/kubeadm-patches"
+METRICS = ("kubectl apply -f kube-flannel.yml → all nodes Ready", "kubeadm init → CoreDNS Ready")
+
+
+def node_for(kind: str, name: str, index: int) -> KubeadmNode:
+    if kind == "kubelet":
+        return KubeadmNode(name, index, kubelet=REAL_KUBELET, extra_args=LABEL_ARG)
+    return KubeadmNode(name, index)
+
+
+def patch_cgroup_root(node: KubeadmNode) -> None:
+    node.sh("sh", "-c", f"mkdir -p {PATCHES} && echo 'cgroupRoot: {BENCH_CGROUP_ROOT}' >"
+                        f" {PATCHES}/kubeletconfiguration+merge.yaml")
+
+
+def one_run(kind: str) -> dict[str, float]:
+    cp, worker = node_for(kind, "pkl-ab-cp", 1), node_for(kind, "pkl-ab-w1", 2)
+    plane: ControlPlane | None = None
+    try:
+        if kind == "kubelet":
+            make_bench_cgroups()
+        for node in (cp, worker):
+            node.up()
+            if kind == "kubelet":
+                patch_cgroup_root(node)
+        plane = kubeadm_init(cp, patches=PATCHES if kind == "kubelet" else "")
+        approve_serving_certificate(plane, cp)
+        extra = {"patches": {"directory": PATCHES}} if kind == "kubelet" else {}
+        images_for(worker)
+        kubeadm(worker, "join", config=join_config(worker, cp, plane.token, plane.ca_hash, **extra))
+        approve_serving_certificate(plane, worker)
+        for node in (cp, worker):
+            run_to_completion(wait_for(lambda: ready_condition(plane, node.name).get("status") == "False", 120,
+                                       f"{node.name} registered and NotReady", interval=0.5))
+        run_to_completion(wait_for(lambda: daemon_set_ready(plane, "kube-system", "kube-proxy", 2), 180,
+                                   "kube-proxy running on both nodes", interval=0.5, describe=plane.describe))
+        applied = time.monotonic()
+        cp.kubectl("apply", "-f", str(ADDONS / "kube-flannel.yml"))
+        run_to_completion(wait_for(lambda: all(plane.node_ready(n.name) for n in (cp, worker)), 180,
+                                   "every node Ready", interval=0.2, describe=lambda: plane.describe(cp, worker)))
+        flannel_seconds = time.monotonic() - applied
+        run_to_completion(wait_for(lambda: deployment_available(plane, "kube-system", "coredns"), 300,
+                                   "CoreDNS Ready", interval=0.2, describe=lambda: plane.describe(cp, worker)))
+        return {METRICS[0]: flannel_seconds, METRICS[1]: time.monotonic() - plane.init_started}
+    finally:
+        for node in (worker, cp):
+            if node.holder is not None:
+                reset(node)
+            remove(node)
+        lan_down()
+        if kind == "kubelet":
+            remove_bench_cgroups()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=2)
+    runs = parser.parse_args().runs
+    results: dict[str, list[dict[str, float]]] = {"kubelet": [], "pykubelet": []}
+    for i in range(runs):
+        for kind in ("kubelet", "pykubelet") if i % 2 == 0 else ("pykubelet", "kubelet"):
+            result = one_run(kind)
+            print(f"{kind} run {i + 1}: " + ", ".join(f"{k} {v:.1f}s" for k, v in result.items()), flush=True)
+            results[kind].append(result)
+    print(f"\n{machine()}\n{runs} runs each, alternating; seconds\n")
+    print("| s | kubelet median | kubelet max | pykubelet median | pykubelet max | median ratio |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for metric in METRICS:
+        k = [r[metric] for r in results["kubelet"]]
+        p = [r[metric] for r in results["pykubelet"]]
+        print(f"| {metric} | {statistics.median(k):.1f} | {max(k):.1f} | {statistics.median(p):.1f} | "
+              f"{max(p):.1f} | {statistics.median(p) / statistics.median(k):.2f}× |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
