@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup vm-setup venv control-plane e2e addons run test unit bench soak proto cluster cluster-down conformance install uninstall vagrant-test fresh-check
+.PHONY: setup vm-setup venv control-plane e2e addons run test unit kubeadm-test bench soak proto cluster cluster-down conformance install uninstall vagrant-test fresh-check
 
 setup: venv ## system packages, containerd (our config), CNI, local images, .venv
 	bash tests/bed/setup.sh
@@ -36,13 +36,16 @@ vm-setup: ## qemu, mmdebstrap, Vagrant's insecure key and the Debian 12 image, f
 	bash tests/bed/vm-setup.sh
 	bash tests/bed/vm_image.sh >/dev/null  # built here, not silently inside pytest (cached)
 
-test: setup control-plane e2e vm-setup ## unit + runtime, cluster, multi-node, kubeadm, Service, one-VM and a part of the conformance tests against the real containerd and control plane
+test: setup control-plane e2e addons vm-setup ## unit + runtime, cluster, multi-node, kubeadm (with the add-ons), Service, one-VM and a part of the conformance tests against the real containerd and control plane
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 unit: venv ## only the tests that need no runtime
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-bench: setup ## pod startup (CRI floor vs pykubelet; the real kubelet vs pykubelet on a cluster); agent vs runtime network mode; the kubelet API (exec, logs, stats), density at maxPods and churn vs the real kubelet; kubeadm join vs the real kubelet; Service proxying vs the real kube-proxy
+kubeadm-test: setup control-plane addons ## the cluster users build, on this machine: kubeadm init with CoreDNS and kube-proxy, flannel, kubeadm join, metrics-server, pykubelet-proxy (two pykubelet nodes in namespaces)
+	$(PY) -m pytest tests/kubeadm $(PYTEST_ARGS)
+
+bench: setup ## pod startup (CRI floor vs pykubelet; the real kubelet vs pykubelet on a cluster); agent vs runtime network mode; the kubelet API (exec, logs, stats), density at maxPods and churn vs the real kubelet; kubeadm join vs the real kubelet; flannel and CoreDNS bring-up vs the real kubelet; Service proxying vs the real kube-proxy
 	$(PY) -m tests.bench.startup
 	$(PY) -m tests.bench.cluster_startup
 	$(PY) -m tests.bench.network
@@ -50,6 +53,7 @@ bench: setup ## pod startup (CRI floor vs pykubelet; the real kubelet vs pykubel
 	$(PY) -m tests.bench.density
 	$(PY) -m tests.bench.churn
 	$(PY) -m tests.bench.kubeadm
+	$(PY) -m tests.bench.addons
 	$(PY) -m tests.bench.proxy
 
 soak: setup ## the long versions of the fuzz and fault suites (CI runs a sample of each)
