@@ -188,7 +188,8 @@ def leftovers(node: KubeadmNode) -> list[str]:
 
 async def test_reset_leaves_no_pods_mounts_or_network_state(control_plane: ControlPlane, worker: KubeadmNode):
     control_plane.node.kubectl("delete", "pod", "hello", "--grace-period=1")
-    control_plane.node.kubectl("drain", worker.name, "--ignore-daemonsets", "--force", "--timeout=60s")
+    control_plane.node.kubectl("drain", worker.name, "--ignore-daemonsets", "--delete-emptydir-data", "--force",
+                               "--timeout=60s")  # metrics-server has an emptyDir
     for node in (worker, control_plane.node):
         result = reset(node)
         assert result.returncode == 0, result.stderr
