@@ -24,16 +24,20 @@ def positive_duration(value: Any) -> float:
     return seconds
 
 
-def port(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
-        raise ValueError(f"must be a port number between 0 and 65535, got {value!r}")
+def _integer_in(value: Any, lowest: int, highest: int | None, wanted: str) -> int:
+    """value if it is an integer (not a bool) in [lowest, highest]; else ValueError saying `wanted`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < lowest or \
+            (highest is not None and value > highest):
+        raise ValueError(f"must be {wanted}, got {value!r}")
     return value
+
+
+def port(value: Any) -> int:
+    return _integer_in(value, 0, 65535, "a port number between 0 and 65535")
 
 
 def positive_int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"must be a positive integer, got {value!r}")
-    return value
+    return _integer_in(value, 1, None, "a positive integer")
 
 
 def endpoint(value: Any) -> str:
@@ -142,15 +146,11 @@ def text(value: Any) -> str:
 
 
 def non_negative_int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"must be a non-negative integer, got {value!r}")
-    return value
+    return _integer_in(value, 0, None, "a non-negative integer")
 
 
 def percent(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100:
-        raise ValueError(f"must be between 0 and 100, inclusive, got {value!r}")
-    return value
+    return _integer_in(value, 0, 100, "between 0 and 100, inclusive")
 
 
 def non_negative_duration(value: Any) -> float:
@@ -231,9 +231,7 @@ def log_max_size(value: Any) -> str:
 
 
 def log_max_files(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 1:
-        raise ValueError(f"must be greater than 1, got {value!r}")
-    return value
+    return _integer_in(value, 2, None, "greater than 1")
 
 
 def log_monitor_interval(value: Any) -> float:

@@ -16,10 +16,10 @@ cgroupRoot /kubelet-bench, as in tests/bench/kubeadm.py (why: there).
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
-from tests.bench.kubeadm import BENCH_CGROUP_ROOT, REAL_KUBELET, make_bench_cgroups, remove_bench_cgroups
+from tests.bench.kubeadm import (BENCH_CGROUP_ROOT, REAL_KUBELET, make_bench_cgroups, print_comparison,
+                                 remove_bench_cgroups)
 from tests.bench.startup import machine
 from tests.helpers import run_to_completion, wait_for
 from tests.kubeadm.conftest import (ADDONS, ControlPlane, approve_serving_certificate, daemon_set_ready,
@@ -93,13 +93,7 @@ def main() -> int:
             print(f"{kind} run {i + 1}: " + ", ".join(f"{k} {v:.1f}s" for k, v in result.items()), flush=True)
             results[kind].append(result)
     print(f"\n{machine()}\n{runs} runs each, alternating; seconds\n")
-    print("| s | kubelet median | kubelet max | pykubelet median | pykubelet max | median ratio |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for metric in METRICS:
-        k = [r[metric] for r in results["kubelet"]]
-        p = [r[metric] for r in results["pykubelet"]]
-        print(f"| {metric} | {statistics.median(k):.1f} | {max(k):.1f} | {statistics.median(p):.1f} | "
-              f"{max(p):.1f} | {statistics.median(p) / statistics.median(k):.2f}× |")
+    print_comparison(results, digits=1)
     return 0
 
 

@@ -161,14 +161,20 @@ def main() -> int:
         lan_down()
     print(f"\n{machine()}\nkubeadm init with pykubelet running the control plane: {init_seconds:.1f}s\n")
     print(f"{joins} joins each, alternating; seconds\n")
+    print_comparison(results, digits=2)
+    return 0
+
+
+def print_comparison(results: dict[str, list[dict[str, float]]], digits: int) -> None:
+    """The table of each metric, kubelet vs pykubelet: median, max and the medians' ratio."""
     print("| s | kubelet p50 | kubelet max | pykubelet p50 | pykubelet max | p50 ratio |")
     print("|---|---:|---:|---:|---:|---:|")
     for metric in results["kubelet"][0]:
         k = [r[metric] for r in results["kubelet"]]
         p = [r[metric] for r in results["pykubelet"]]
-        print(f"| {metric} | {statistics.median(k):.2f} | {max(k):.2f} | {statistics.median(p):.2f} | "
-              f"{max(p):.2f} | {statistics.median(p) / statistics.median(k):.2f}× |")
-    return 0
+        print(f"| {metric} | {statistics.median(k):.{digits}f} | {max(k):.{digits}f} | "
+              f"{statistics.median(p):.{digits}f} | {max(p):.{digits}f} | "
+              f"{statistics.median(p) / statistics.median(k):.2f}× |")
 
 
 if __name__ == "__main__":
