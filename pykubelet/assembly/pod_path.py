@@ -24,6 +24,7 @@ from pykubelet.pods.sync_parts import build_sync_parts
 from pykubelet.pods.wakeups import Wakeups
 from pykubelet.pods.worker import WorkerDeps
 from pykubelet.probes.manager import ProbeManager
+from pykubelet.runtime.credentials.pull_credentials import PullCredentials
 from pykubelet.runtime.images import ImageManager
 from pykubelet.runtime.service import Runtime
 from pykubelet.runtime.specs import NodeFacts
@@ -95,8 +96,9 @@ def build_pod_path(wake: WakePath, runtime: Runtime, settings: PodPathSettings, 
     """`kube`, `mirrors` and `api_clients` are None on a standalone node."""
     statuses = StatusManager(kube, mirrors)
     history = PodHistory(clock, cni_chain=settings.cni_chain)
-    syncer = PodSyncer(build_sync_parts(runtime, ImageManager(runtime, Backoff(clock=clock)), wake.recorder, history,
-                                        settings.node, api_clients, clock))
+    credentials = PullCredentials(api_clients.objects if api_clients is not None else None)
+    images = ImageManager(runtime, Backoff(clock=clock), credentials)
+    syncer = PodSyncer(build_sync_parts(runtime, images, wake.recorder, history, settings.node, api_clients, clock))
     probes = ProbeManager(runtime, wake.recorder, wake.wakeups.wake, clock, observe=history.probe)
     deps = WorkerDeps(cache=wake.cache, syncer=syncer, statuses=statuses, recorder=wake.recorder, probes=probes,
                       wakeups=wake.wakeups, host_ip=settings.node.host_ip, resync_seconds=settings.resync_seconds,
