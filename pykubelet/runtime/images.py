@@ -50,6 +50,8 @@ class ImageManager:
         self.cri = cri
         self.backoff = backoff
         self.credentials = credentials or PullCredentials(None)
+        self.last_failure: dict[str, str] = {}
+        """image -> why its last pull failed, told during the back-off that followed."""
 
     async def _pull(self, image: str, sandbox_config: api.PodSandboxConfig, credentials: list[Credential]) -> str:
         """One pull per credential until one succeeds (the kubelet's order, no anonymous try after
@@ -93,7 +95,11 @@ class ImageManager:
             raise ImageError(ERR_IMAGE_PULL, str(e), retry_in=RETRY_WITHOUT_PULL) from e
         if self.backoff.in_backoff_since_update(image):
             record("Normal", "BackOff", f'Back-off pulling image "{image}"')
-            raise ImageError(IMAGE_PULL_BACKOFF, f'Back-off pulling image "{image}"')
+            message = f'Back-off pulling image "{image}"'
+            if image in self.last_failure:  # the status says why, as the kubelet's does
+                message += f": {ERR_IMAGE_PULL}: {self.last_failure[image]}"
+            raise ImageError(IMAGE_PULL_BACKOFF, message)
+        self.last_failure.pop(image, None)  # kept from a failed pull until the next try only
         # Where the credentials came from may be logged; the credentials never.
         log.info("Pulling image", pod=pod_name, image=image, credentials=[c.source for c in credentials])
         record("Normal", "Pulling", f'Pulling image "{image}"')
@@ -103,8 +109,10 @@ class ImageManager:
         except errors.CRIError as e:
             self.backoff.next(image, self.backoff.clock())
             log.warning("Failed to pull image", pod=pod_name, image=image, err=e.details)
-            record("Warning", "Failed", f'Failed to pull image "{image}": {e.details}')
-            raise ImageError(ERR_IMAGE_PULL, f'Failed to pull image "{image}": {e.details}') from e
+            message = f'Failed to pull image "{image}": {e.details}'
+            record("Warning", "Failed", message)
+            self.last_failure[image] = message
+            raise ImageError(ERR_IMAGE_PULL, message) from e
         seconds = time.monotonic() - started
         log.info("Pulled image", pod=pod_name, image=image, ref=ref)
         record("Normal", "Pulled", f'Successfully pulled image "{image}" in {seconds:.3f}s')

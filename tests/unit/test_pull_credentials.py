@@ -223,3 +223,17 @@ async def test_an_unreadable_pull_secret_fails_the_pull_before_it_starts(runtime
     assert error.message.startswith('couldn\'t read image pull secret "default/bad": data[.dockerconfigjson]')
     assert error.retry_in == 10.0
     assert runtime.pulls == []
+
+
+async def test_the_back_off_after_a_refused_pull_says_why(runtime):
+    manager = ImageManager(runtime, Backoff(clock=runtime.clock), PullCredentials(Objects()))
+    pod = make_pod()
+    outcomes = []
+    for _ in range(2):
+        with pytest.raises(ImageError) as e:
+            await manager.ensure(pod.containers[0], api.PodSandboxConfig(), pod, lambda *event: None)
+        outcomes.append((e.value.reason, e.value.message))
+    refused = f'Failed to pull image "{PRIVATE}": failed to pull and unpack image "{PRIVATE}": 401 Unauthorized'
+    assert outcomes == [("ErrImagePull", refused),
+                        ("ImagePullBackOff", f'Back-off pulling image "{PRIVATE}": ErrImagePull: {refused}')]
+    assert len(runtime.pulls) == 1
