@@ -24,7 +24,7 @@ from pykubelet.pods.sync_parts import build_sync_parts
 from pykubelet.pods.wakeups import Wakeups
 from pykubelet.pods.worker import WorkerDeps
 from pykubelet.probes.manager import ProbeManager
-from pykubelet.runtime.credentials.pull_credentials import PullCredentials
+from pykubelet.runtime.credentials.pull_credentials import PluginCredentials, PullCredentials
 from pykubelet.runtime.images import ImageManager
 from pykubelet.runtime.service import Runtime
 from pykubelet.runtime.specs import NodeFacts
@@ -57,6 +57,7 @@ class PodPathSettings:
     resync_seconds: float
     sysctls: SysctlAllowlist = field(default_factory=SysctlAllowlist.build)  # safe + allowedUnsafeSysctls
     cni_chain: Callable[[], str] | None = None  # the plugins a sandbox gets, for the pods' history
+    credential_plugins: PluginCredentials | None = None  # --image-credential-provider-config's plugins
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,8 @@ def build_pod_path(wake: WakePath, runtime: Runtime, settings: PodPathSettings, 
     """`kube`, `mirrors` and `api_clients` are None on a standalone node."""
     statuses = StatusManager(kube, mirrors)
     history = PodHistory(clock, cni_chain=settings.cni_chain)
-    credentials = PullCredentials(api_clients.objects if api_clients is not None else None)
+    credentials = PullCredentials(api_clients.objects if api_clients is not None else None,
+                                  settings.credential_plugins)
     images = ImageManager(runtime, Backoff(clock=clock), credentials)
     syncer = PodSyncer(build_sync_parts(runtime, images, wake.recorder, history, settings.node, api_clients, clock))
     probes = ProbeManager(runtime, wake.recorder, wake.wakeups.wake, clock, observe=history.probe)

@@ -109,6 +109,11 @@ def urls_match(glob: str, target: str) -> bool:
     return True
 
 
+def valid_glob_url(glob: str) -> bool:
+    """Whether a matchImages entry parses as a (schemeless) URL, as the kubelet requires."""
+    return _host_and_path("https://" + glob) is not None
+
+
 def is_default_registry(image: str) -> bool:
     """Whether the image is pulled from Docker Hub, judged by its name."""
     first, slash, _ = image.partition("/")
