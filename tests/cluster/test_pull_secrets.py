@@ -1,7 +1,8 @@
 """On a real control plane and containerd, against a real registry with basic auth: a pod whose
 imagePullSecrets hold the registry's credentials pulls its private image and runs, so does one
-whose service account holds them (the API copies them into the pod); a pod without them gets
-ErrImagePull, then ImagePullBackOff, with the registry's refusal in its status."""
+whose service account holds them (the API copies them into the pod), and one on a node whose
+credential provider plugin gives them; a pod without them gets ErrImagePull, then
+ImagePullBackOff, with the registry's refusal in its status."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ import json
 import pathlib
 import secrets
 import subprocess
+import sys
 
 import pytest
 
 from tests.bed import images as bed_images
-from tests.cluster.conftest import apply, kubectl
+from tests.cluster.conftest import apply, kubectl, node_condition, node_object, start_joined_agent
 from tests.cluster.test_podspec_api import events, get_pod, pod, running, waiting
-from tests.helpers import wait_for
+from tests.helpers import unmount_under, wait_for
 from tests.registry import PrivateRegistry
 
 
@@ -91,3 +93,45 @@ async def test_a_missing_pull_secret_is_named_in_a_warning(node_agent, namespace
                    "the FailedToRetrieveImagePullSecret event", describe=node_agent.describe)
     await wait_for(lambda: waiting(namespace, "missing").get("reason") in ("ErrImagePull", "ImagePullBackOff"), 60,
                    "the pull refused", describe=node_agent.describe)
+
+
+@pytest.fixture
+async def plugin_node(cluster, cri, tmp_path: pathlib.Path, registry: PrivateRegistry):
+    """pykubelet with a credential provider plugin that answers the registry's credentials for
+    images of 127.0.0.1:<its port> and records each request."""
+    bin_dir = tmp_path / "plugins"
+    bin_dir.mkdir()
+    answer = {"apiVersion": "credentialprovider.kubelet.k8s.io/v1", "kind": "CredentialProviderResponse",
+              "cacheKeyType": "Registry", "cacheDuration": "1m",
+              "auth": {registry.host: {"username": registry.username, "password": registry.password}}}
+    plugin = bin_dir / "registry-login"
+    plugin.write_text(f"""#!{sys.executable}
+import sys
+with open({str(tmp_path / "requests")!r}, "a") as f:
+    f.write(sys.stdin.read() + "\\n")
+sys.stdout.write({json.dumps(answer)!r})
+""")
+    plugin.chmod(0o700)
+    config = tmp_path / "credential-providers.yaml"
+    config.write_text(json.dumps({
+        "apiVersion": "kubelet.config.k8s.io/v1", "kind": "CredentialProviderConfig",
+        "providers": [{"name": "registry-login", "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
+                       "matchImages": [f"127.0.0.1:{registry.port}"], "defaultCacheDuration": "10m"}]}))
+    agent = start_joined_agent(tmp_path, "--image-credential-provider-config", str(config),
+                               "--image-credential-provider-bin-dir", str(bin_dir))
+    await wait_for(lambda: node_condition(node_object()).get("status") == "True", 60, "node Ready",
+                   describe=agent.describe)
+    yield agent
+    agent.shutdown()
+    unmount_under(str(tmp_path))
+
+
+async def test_a_credential_provider_plugin_gives_the_credentials(plugin_node, tmp_path, namespace, registry,
+                                                                  private_image):
+    apply(private_pod(namespace, "via-plugin", private_image))
+    await wait_for(lambda: running(namespace, "via-plugin"), 90, "the pod pulled with the plugin's credentials",
+                   describe=plugin_node.describe)
+    repository = private_image.rsplit(":", 1)[0]
+    requests = [json.loads(line) for line in (tmp_path / "requests").read_text().splitlines() if line.strip()]
+    assert requests == [{"apiVersion": "credentialprovider.kubelet.k8s.io/v1", "kind": "CredentialProviderRequest",
+                         "image": repository}]
