@@ -24,6 +24,7 @@ from pykubelet.pods.sync_parts import build_sync_parts
 from pykubelet.pods.wakeups import Wakeups
 from pykubelet.pods.worker import WorkerDeps
 from pykubelet.probes.manager import ProbeManager
+from pykubelet.runtime.credentials.node_config import NodeDockerConfig
 from pykubelet.runtime.credentials.pull_credentials import PluginCredentials, PullCredentials
 from pykubelet.runtime.images import ImageManager
 from pykubelet.runtime.service import Runtime
@@ -98,7 +99,7 @@ def build_pod_path(wake: WakePath, runtime: Runtime, settings: PodPathSettings, 
     statuses = StatusManager(kube, mirrors)
     history = PodHistory(clock, cni_chain=settings.cni_chain)
     credentials = PullCredentials(api_clients.objects if api_clients is not None else None,
-                                  settings.credential_plugins)
+                                  settings.credential_plugins, NodeDockerConfig(settings.node.root_dir))
     images = ImageManager(runtime, Backoff(clock=clock), credentials)
     syncer = PodSyncer(build_sync_parts(runtime, images, wake.recorder, history, settings.node, api_clients, clock))
     probes = ProbeManager(runtime, wake.recorder, wake.wakeups.wake, clock, observe=history.probe)

@@ -14,6 +14,7 @@ from pykubelet.kube.objects import ObjectNotFound
 from pykubelet.runtime.credentials.docker_config import Credential, DockerConfigError, decode_auth, secret_entries
 from pykubelet.runtime.credentials.image_refs import ImageNameError, repository
 from pykubelet.runtime.credentials.keyring import Keyring, urls_match
+from pykubelet.runtime.credentials.node_config import NodeDockerConfig, read_node_entries
 from pykubelet.runtime.credentials.pull_credentials import PullCredentials
 from pykubelet.runtime.images import ERR_IMAGE_PULL, ImageError, ImageManager
 from pykubelet.util.backoff import Backoff
@@ -237,3 +238,34 @@ async def test_the_back_off_after_a_refused_pull_says_why(runtime):
     assert outcomes == [("ErrImagePull", refused),
                         ("ImagePullBackOff", f'Back-off pulling image "{PRIVATE}": ErrImagePull: {refused}')]
     assert len(runtime.pulls) == 1
+
+
+def test_the_nodes_docker_config_comes_from_the_first_usable_file(tmp_path, monkeypatch):
+    root, home = tmp_path / "root", tmp_path / "home"
+    (home / ".docker").mkdir(parents=True)
+    root.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    (home / ".dockercfg").write_text(json.dumps({"legacy.io": {"auth": b64("old:pw")}}))
+    assert [(k, c.username) for k, c in read_node_entries(str(root))] == [("legacy.io", "old")]
+    (home / ".docker" / "config.json").write_text(json.dumps({"auths": {"r.io": {"auth": b64("home:pw")}},
+                                                              "credsStore": "desktop"}))
+    assert [(k, c.username) for k, c in read_node_entries(str(root))] == [("r.io", "home")]
+    (root / "config.json").write_text('{"auths": {"r.io": {"auth": "%%%"}}}')  # unreadable: passed over
+    assert [c.username for _, c in read_node_entries(str(root))] == ["home"]
+    (root / "config.json").write_text(json.dumps({"auths": {"r.io": {"username": "root-dir", "password": "p"}}}))
+    [(key, credential)] = read_node_entries(str(root))
+    assert credential.username == "root-dir" and credential.source == f'node file "{root / "config.json"}"'
+
+
+async def test_the_node_credentials_follow_the_pods_secrets(runtime, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({"auths": {"registry.example.com:5000": {
+        "username": "alice", "password": "right"}}}))
+    objects = Objects(pull_secret("stale", {"registry.example.com:5000": {"username": "alice", "password": "old"}}))
+    manager = ImageManager(runtime, Backoff(clock=runtime.clock),
+                           PullCredentials(objects, node=NodeDockerConfig(str(tmp_path))))
+    pod = make_pod("stale")
+    assert await manager.ensure(pod.containers[0], api.PodSandboxConfig(), pod, lambda *event: None)
+    assert [a.password for _, a in runtime.pulls] == ["old", "right"]

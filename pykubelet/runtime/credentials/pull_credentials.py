@@ -1,5 +1,6 @@
 """The credentials one image pull tries, in the kubelet's order: those of the pod's
-imagePullSecrets that apply to the image, then those of the credential provider plugins.
+imagePullSecrets that apply to the image, then the node's own (its docker config file), then
+those of the credential provider plugins.
 
 The kubelet reads only the pod's own imagePullSecrets (the ServiceAccount admission plugin has
 already copied the service account's into a pod that named none). A secret it cannot get is
@@ -34,6 +35,10 @@ class PluginCredentials(Protocol):
     async def lookup(self, repository: str) -> list[Credential]: ...
 
 
+class NodeCredentials(Protocol):
+    async def entries(self) -> list[tuple[str, Credential]]: ...
+
+
 def pull_secret_names(pod: Pod) -> list[str]:
     """The names of spec.imagePullSecrets, empty ones left out as the kubelet leaves them."""
     refs = pod.raw.get("spec", {}).get("imagePullSecrets")
@@ -54,9 +59,11 @@ def secrets_keyring(secrets: list[dict[str, Any]]) -> Keyring:
 
 
 class PullCredentials:
-    def __init__(self, objects: ObjectCache | None, plugins: PluginCredentials | None = None):
+    def __init__(self, objects: ObjectCache | None, plugins: PluginCredentials | None = None,
+                 node: NodeCredentials | None = None):
         self.objects = objects
         self.plugins = plugins
+        self.node = node
 
     async def _secrets(self, pod: Pod, warn: Warn) -> list[dict[str, Any]]:
         found, failed = [], []
@@ -83,6 +90,8 @@ class PullCredentials:
         except ImageNameError:
             return []  # no registry to match: the runtime refuses the name with its own words
         credentials = secrets_keyring(secrets).lookup(repo)
+        if self.node is not None:
+            credentials += Keyring(await self.node.entries()).lookup(repo)
         if self.plugins is not None:
             credentials += await self.plugins.lookup(repo)
         return credentials
