@@ -30,6 +30,8 @@ from pykubelet.pods.admission import Allocatable
 from pykubelet.pods.history_records import runtime_cni_chain
 from pykubelet.pods.housekeeping import housekeeping
 from pykubelet.runtime.cgroups import kubepods_under
+from pykubelet.runtime.credentials import plugin_config
+from pykubelet.runtime.credentials.plugins import CredentialPlugins, plugins_from
 from pykubelet.runtime.data_dirs import setup_data_dirs
 from pykubelet.runtime.dns import ClusterDNS
 from pykubelet.runtime.image_gc import ImageGC, build_image_gc
@@ -47,7 +49,6 @@ if TYPE_CHECKING:  # joining a cluster only
     from pykubelet.kube.rotation import ClientCertificateRotation
     from pykubelet.node.manager import NodeManager
     from pykubelet.pods.mirror import MirrorPods
-    from pykubelet.runtime.credentials.plugins import CredentialPlugins
     from pykubelet.sources.apiserver import ApiserverPodSource
     from pykubelet.volumes.api import ApiClients
 
@@ -243,15 +244,13 @@ async def credential_plugins(s: Settings) -> CredentialPlugins | None:
     config = s.runtime.image_credential_provider_config
     if not config:
         return None
-    from pykubelet.runtime.credentials import plugin_config, plugins
-
     bin_dir = s.runtime.image_credential_provider_bin_dir
     try:
         specs = await asyncio.to_thread(plugin_config.load, config, bin_dir)
     except plugin_config.CredentialProviderConfigError as e:
         raise LoopDied(f"Failed to register CRI auth plugins: {e}") from None
     log.info("Registered credential provider plugins", providers=[spec.name for spec in specs])
-    return plugins.plugins_from(specs, bin_dir)
+    return plugins_from(specs, bin_dir)
 
 
 async def check_cgroup_driver(s: Settings, cri: CRIClient) -> None:

@@ -172,3 +172,20 @@ def test_the_config_needs_its_kind_and_the_bin_dir(tmp_path):
         load(str(path), str(tmp_path))
     with pytest.raises(CredentialProviderConfigError, match="plugin binary directory .* did not exist"):
         load(str(path), str(tmp_path / "nowhere"))
+
+
+async def test_a_config_the_agent_cannot_use_stops_its_start(tmp_path):
+    from pykubelet.assembly.parts import credential_plugins
+    from pykubelet.config import Settings
+    from pykubelet.util.tasks import LoopDied
+
+    settings = Settings()
+    assert await credential_plugins(settings) is None
+    settings.runtime.image_credential_provider_config = str(tmp_path / "missing.yaml")
+    settings.runtime.image_credential_provider_bin_dir = str(tmp_path)
+    with pytest.raises(LoopDied, match="Failed to register CRI auth plugins: .*missing.yaml: cannot read the credential provider config"):
+        await credential_plugins(settings)
+    write_plugin(tmp_path, "ecr", "{}")
+    (tmp_path / "missing.yaml").write_text(json.dumps(CONFIG))
+    plugins = await credential_plugins(settings)
+    assert [p.spec.name for p in plugins.providers] == ["ecr"]
