@@ -35,8 +35,13 @@ def private_image(registry: PrivateRegistry):
     layout, _ = bed_images.cached_image(bed_images.IMAGES["busybox"], pathlib.Path(bed_images.DEFAULT_CACHE))
     image = registry.push(layout, "private/busybox", "1.36")
     yield image
-    # By name only: the CRI's RemoveImage would remove every name of the image (busybox:1.36 too).
-    subprocess.run(["ctr", "-n", "k8s.io", "images", "rm", image], capture_output=True, timeout=60)
+    # By name only (the tag, and the repo digest the CRI adds): the CRI's RemoveImage would remove
+    # every name of the image, busybox:1.36 too.
+    names = subprocess.run(["ctr", "-n", "k8s.io", "images", "ls", "-q"], capture_output=True, text=True,
+                           timeout=60).stdout.split()
+    ours = [name for name in names if name.startswith(f"{registry.host}/")]
+    if ours:
+        subprocess.run(["ctr", "-n", "k8s.io", "images", "rm", *ours], capture_output=True, timeout=60)
 
 
 def pull_secret(namespace: str, name: str, registry: str, username: str, password: str) -> dict:
