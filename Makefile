@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup vm-setup venv control-plane e2e addons run test unit kubeadm-test bench soak proto cluster cluster-down conformance install uninstall vagrant-test fresh-check
+.PHONY: setup vm-setup venv control-plane e2e registry addons run test unit kubeadm-test bench soak proto cluster cluster-down conformance install uninstall vagrant-test fresh-check
 
 setup: venv ## system packages, containerd (our config), CNI, local images, .venv
 	bash tests/bed/setup.sh
@@ -23,6 +23,9 @@ control-plane: ## build the Kubernetes binaries the cluster tests run (once; cac
 e2e: ## build e2e.test, ginkgo and the e2e images' programs of the same release (once; cached in /var/cache/pykubelet/e2e)
 	bash tests/bed/build-conformance.sh
 
+registry: ## build the CNCF Distribution registry the image pull tests push private images to (once; cached in /var/cache/pykubelet/registry)
+	bash tests/bed/build-registry.sh
+
 addons: ## CoreDNS, kube-proxy, flannel and metrics-server images built from their Go modules and imported under their upstream names, and pykubelet's own (localhost/pykubelet) for pykubelet-proxy.yaml; their manifests in build/addons/ (cached in /var/cache/pykubelet/addons)
 	bash tests/bed/build-addons.sh
 
@@ -36,7 +39,7 @@ vm-setup: ## qemu, mmdebstrap, Vagrant's insecure key and the Debian 12 image, f
 	bash tests/bed/vm-setup.sh
 	bash tests/bed/vm_image.sh >/dev/null  # built here, not silently inside pytest (cached)
 
-test: setup control-plane e2e addons vm-setup ## unit + runtime, cluster, multi-node, kubeadm (with the add-ons), Service, one-VM and a part of the conformance tests against the real containerd and control plane
+test: setup control-plane e2e registry addons vm-setup ## unit + runtime, cluster, multi-node, kubeadm (with the add-ons), Service, one-VM and a part of the conformance tests against the real containerd and control plane
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 unit: venv ## only the tests that need no runtime

@@ -30,6 +30,8 @@ from pykubelet.pods.admission import Allocatable
 from pykubelet.pods.history_records import runtime_cni_chain
 from pykubelet.pods.housekeeping import housekeeping
 from pykubelet.runtime.cgroups import kubepods_under
+from pykubelet.runtime.credentials import plugin_config
+from pykubelet.runtime.credentials.plugins import CredentialPlugins, plugins_from
 from pykubelet.runtime.data_dirs import setup_data_dirs
 from pykubelet.runtime.dns import ClusterDNS
 from pykubelet.runtime.image_gc import ImageGC, build_image_gc
@@ -187,8 +189,8 @@ async def _build(s: Settings, cri: CRIClient, cluster: Cluster | None, syncloop_
         api_clients = ApiClients(ObjectCache(kube, wake.wakeups.wake), TokenManager(kube), ServiceCache(kube))
     pods = build_pod_path(wake, cri, PodPathSettings(
         facts, allocatable, s.pods.sync_frequency, SysctlAllowlist.build(s.pods.allowed_unsafe_sysctls),
-        cni_chain=lambda: runtime_cni_chain(s.network.cni_conf_dir)), kube=kube, mirrors=mirrors,
-        api_clients=api_clients)
+        cni_chain=lambda: runtime_cni_chain(s.network.cni_conf_dir),
+        credential_plugins=await credential_plugins(s)), kube=kube, mirrors=mirrors, api_clients=api_clients)
     # The pod sources, last: they hand their pods to the dispatcher.
     dispatcher = pods.dispatcher
     static_source = api_source = None
@@ -234,6 +236,21 @@ async def connect_to_cluster(s: Settings) -> Cluster:
 
         rotation = ClientCertificateRotation(kube, CertStore(s.certificate_dir()), s.node_name)
     return Cluster(kube, heartbeat, rotation)
+
+
+async def credential_plugins(s: Settings) -> CredentialPlugins | None:
+    """The exec credential providers of --image-credential-provider-config; a configuration that
+    cannot be used stops the start, as it stops the kubelet's."""
+    config = s.runtime.image_credential_provider_config
+    if not config:
+        return None
+    bin_dir = s.runtime.image_credential_provider_bin_dir
+    try:
+        specs = await asyncio.to_thread(plugin_config.load, config, bin_dir)
+    except plugin_config.CredentialProviderConfigError as e:
+        raise LoopDied(f"Failed to register CRI auth plugins: {e}") from None
+    log.info("Registered credential provider plugins", providers=[spec.name for spec in specs])
+    return plugins_from(specs, bin_dir)
 
 
 async def check_cgroup_driver(s: Settings, cri: CRIClient) -> None:

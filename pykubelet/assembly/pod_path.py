@@ -24,6 +24,8 @@ from pykubelet.pods.sync_parts import build_sync_parts
 from pykubelet.pods.wakeups import Wakeups
 from pykubelet.pods.worker import WorkerDeps
 from pykubelet.probes.manager import ProbeManager
+from pykubelet.runtime.credentials.node_config import NodeDockerConfig
+from pykubelet.runtime.credentials.pull_credentials import PluginCredentials, PullCredentials
 from pykubelet.runtime.images import ImageManager
 from pykubelet.runtime.service import Runtime
 from pykubelet.runtime.specs import NodeFacts
@@ -56,6 +58,7 @@ class PodPathSettings:
     resync_seconds: float
     sysctls: SysctlAllowlist = field(default_factory=SysctlAllowlist.build)  # safe + allowedUnsafeSysctls
     cni_chain: Callable[[], str] | None = None  # the plugins a sandbox gets, for the pods' history
+    credential_plugins: PluginCredentials | None = None  # --image-credential-provider-config's plugins
 
 
 @dataclass(frozen=True)
@@ -95,8 +98,10 @@ def build_pod_path(wake: WakePath, runtime: Runtime, settings: PodPathSettings, 
     """`kube`, `mirrors` and `api_clients` are None on a standalone node."""
     statuses = StatusManager(kube, mirrors)
     history = PodHistory(clock, cni_chain=settings.cni_chain)
-    syncer = PodSyncer(build_sync_parts(runtime, ImageManager(runtime, Backoff(clock=clock)), wake.recorder, history,
-                                        settings.node, api_clients, clock))
+    credentials = PullCredentials(api_clients.objects if api_clients is not None else None,
+                                  settings.credential_plugins, NodeDockerConfig(settings.node.root_dir))
+    images = ImageManager(runtime, Backoff(clock=clock), credentials)
+    syncer = PodSyncer(build_sync_parts(runtime, images, wake.recorder, history, settings.node, api_clients, clock))
     probes = ProbeManager(runtime, wake.recorder, wake.wakeups.wake, clock, observe=history.probe)
     deps = WorkerDeps(cache=wake.cache, syncer=syncer, statuses=statuses, recorder=wake.recorder, probes=probes,
                       wakeups=wake.wakeups, host_ip=settings.node.host_ip, resync_seconds=settings.resync_seconds,

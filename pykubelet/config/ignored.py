@@ -48,8 +48,6 @@ IGNORED: tuple[Option, ...] = (
     _ignored("maxParallelImagePulls", "", s.integer, HARMLESS),
     _ignored("imagePullCredentialsVerificationPolicy", "", text, "", "images are pulled as the pod asks"),
     _ignored("preloadedImagesVerificationAllowlist", "", s.string_list, HARMLESS),
-    _ignored("", "image-credential-provider-config", text, "", "images are pulled without credential plugins"),
-    _ignored("", "image-credential-provider-bin-dir", text, HARMLESS),
     # --- events and the apiserver client
     _ignored("eventRecordQPS", "event-qps", s.integer, HARMLESS, flag_type=int),
     _ignored("eventBurst", "event-burst", s.integer, HARMLESS, flag_type=int),

@@ -35,6 +35,11 @@ OPTIONS: tuple[Option, ...] = (
            "deadline of slow CRI calls, e.g. 2m", zero_is_default=Z),
     Option("runtime.cgroup_driver", v.cgroup_driver, "cgroupDriver", "cgroup-driver",
            "cgroupfs or systemd: how pod cgroups are made; must match the runtime's", zero_is_default=Z),
+    Option("runtime.image_credential_provider_config", v.text, flag="image-credential-provider-config",
+           help="credential provider plugin config file (JSON/YAML) or a directory of such files (merged in "
+                "lexical order)"),
+    Option("runtime.image_credential_provider_bin_dir", v.text, flag="image-credential-provider-bin-dir",
+           help="directory of the credential provider plugins' programs"),
     # --- image garbage collection
     Option("image_gc.high_threshold_percent", v.percent, "imageGCHighThresholdPercent", "image-gc-high-threshold",
            "image filesystem usage (%) at which unused images are removed (default 85; 100: never for space)",

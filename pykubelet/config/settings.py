@@ -28,6 +28,11 @@ class RuntimeSettings:
     cgroup_driver: str = "cgroupfs"
     """cgroupDriver / --cgroup-driver: the pods' cgroups as cgroupfs directories (kubepods/burstable/pod<uid>)
     or as systemd slices (kubeadm's default); it must be the runtime's (checked at start)."""
+    image_credential_provider_config: str = ""
+    """--image-credential-provider-config: a CredentialProviderConfig file, or a directory of them,
+    naming the exec plugins that give registry credentials; empty: none."""
+    image_credential_provider_bin_dir: str = ""
+    """--image-credential-provider-bin-dir: where those plugins' programs are."""
 
 
 @dataclass

@@ -205,9 +205,11 @@ class CRIClient:
                                     api.ImageStatusRequest(image=api.ImageSpec(image=image)))
         return response.image if response.HasField("image") and response.image.id else None
 
-    async def pull_image(self, image: str, sandbox_config: api.PodSandboxConfig | None = None) -> str:
-        """Pull and return the image reference (its ID) the runtime resolved."""
-        request = api.PullImageRequest(image=api.ImageSpec(image=image), sandbox_config=sandbox_config)
+    async def pull_image(self, image: str, sandbox_config: api.PodSandboxConfig | None = None,
+                         auth: api.AuthConfig | None = None) -> str:
+        """Pull and return the image reference (its ID) the runtime resolved; `auth`: the registry
+        credentials to pull with (None: anonymously)."""
+        request = api.PullImageRequest(image=api.ImageSpec(image=image), sandbox_config=sandbox_config, auth=auth)
         return (await self._call("PullImage", self._images.PullImage, request, self.slow_timeout)).image_ref
 
     async def remove_image(self, image: str) -> None:

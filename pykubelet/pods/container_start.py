@@ -145,17 +145,21 @@ class ContainerStarter:
         name = container.name
         pulled: list[tuple[float, int]] = []  # (seconds, bytes) of a pull that happened now
         try:
-            image_ref = await self.images.ensure(container, sandbox_config, pod.full_name,
+            image_ref = await self.images.ensure(container, sandbox_config, pod,
                                                  lambda kind, reason, message: self.reporter.event(pod, name, kind,
                                                                                                    reason, message),
-                                                 pulled.append)
+                                                 pulled.append,
+                                                 lambda reason, message: self.reporter.event(pod, None, WARNING,
+                                                                                             reason, message))
         except ImageError as e:
             pending = self.images.backoff.remaining_since_update(container.image)
             # Look again soon after a failure, so the status moves on to ImagePullBackOff as the
-            # kubelet's does; during the back-off, when it ends.
+            # kubelet's does; during the back-off, when it ends; a pull that never started, when
+            # the kubelet's pod worker would try again.
+            look_again_in = None if e.reason == IMAGE_PULL_BACKOFF else min(pending, 1.0) or 1.0
             return container_failure(Action.PULL_IMAGE, name, ImageFacts(container.image), e.reason, e.message,
-                                     retry_in=pending,
-                                     look_again_in=None if e.reason == IMAGE_PULL_BACKOFF else min(pending, 1.0) or 1.0,
+                                     retry_in=pending if e.retry_in is None else e.retry_in,
+                                     look_again_in=look_again_in if e.retry_in is None else None,
                                      events=(_failed(name, e.reason),)), ""
         return StepResult(Action.PULL_IMAGE, name, ImageFacts(container.image, pulled[0] if pulled else None)), image_ref
 

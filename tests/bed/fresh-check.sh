@@ -70,6 +70,7 @@ step make-run      bash -c 'make --no-print-directory VENV="$1" venv &&
 step control-plane make --no-print-directory control-plane
 step kube-proxy    bash tests/bed/build-kube-proxy.sh
 step e2e           make --no-print-directory e2e
+step registry      make --no-print-directory registry
 step images        "$venv/bin/python" tests/bed/images_control_plane.py --no-import --cache "$PYKUBELET_CACHE"
 step e2e-images    "$venv/bin/python" tests/bed/images_e2e.py --no-import --cache "$PYKUBELET_CACHE"
 step addons        bash tests/bed/build-addons.sh --no-import --manifests "$work/addons"

@@ -8,7 +8,8 @@ clock (virtual under looptime). A test scripts what containers do and what goes 
 - `kill_sandbox(uid)`: the pod's sandbox dies (NOTREADY), its containers exit;
 - `fail(rpc, error, times)`: the next call(s) of an RPC raise;
 - `exec_results`: what ExecSync answers (hooks, probes), per command's first word;
-- `calls`: every RPC made, in order, for assertions.
+- `private[image] = (username, password)`: pulls of that image need those credentials;
+- `calls`: every RPC made, in order, for assertions; `pulls`: each PullImage's image and auth.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class FakeRuntime:
         self.containers: dict[str, api.ContainerStatus] = {}
         self.container_sandbox: dict[str, str] = {}
         self.images = {"busybox:1.36": "sha256:busybox"}
+        self.private: dict[str, tuple[str, str]] = {}
+        self.pulls: list[tuple[str, api.AuthConfig | None]] = []
         self.behaviours: dict[str, Behaviour] = {}
         self.exec_results: dict[str, tuple[int, bytes]] = {}
         self.execs: list[tuple[str, list[str]]] = []
@@ -228,8 +231,13 @@ class FakeRuntime:
         ref = self.images.get(image)
         return api.Image(id=ref, repo_tags=[image]) if ref else None
 
-    async def pull_image(self, image: str, sandbox_config: api.PodSandboxConfig | None = None) -> str:
+    async def pull_image(self, image: str, sandbox_config: api.PodSandboxConfig | None = None,
+                         auth: api.AuthConfig | None = None) -> str:
+        self.pulls.append((image, auth))
         self._call("PullImage")
+        if image in self.private and (auth is None or (auth.username, auth.password) != self.private[image]):
+            raise errors.CRIError("PullImage", None, f'failed to pull and unpack image "{image}": '
+                                                     "401 Unauthorized")
         self.images.setdefault(image, f"sha256:{abs(hash(image)):x}")
         return self.images[image]
 
