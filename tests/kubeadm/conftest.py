@@ -176,19 +176,23 @@ def approve_serving_certificate(plane: ControlPlane, node: KubeadmNode) -> None:
     CSRs (kube-controller-manager approves client certificates only; a kubelet restarted by
     kubeadm before the first was approved has filed another), until the kubelet serves with one."""
     def approved_and_in_place() -> bool:
-        pending = [c["metadata"]["name"] for c in plane.kubectl_json("get", "csr")["items"]
+        listed = plane.node.kubectl("get", "csr", "-o", "json", check=False)
+        # an apiserver that restarts under load (its liveness probe) is asked again next round
+        pending = [c["metadata"]["name"] for c in json.loads(listed.stdout or "{}").get("items", [])
                    if c["spec"]["signerName"] == "kubernetes.io/kubelet-serving"
                    and c["spec"]["username"] == f"system:node:{node.name}"
-                   and not c.get("status", {}).get("conditions")]
+                   and not c.get("status", {}).get("conditions")] if listed.returncode == 0 else []
         if pending:
-            plane.node.kubectl("certificate", "approve", *pending)
+            plane.node.kubectl("certificate", "approve", *pending, check=False)
         return node.exists(SERVING_CERTIFICATE)
     run_to_completion(wait_for(approved_and_in_place, 90, f"the kubelet-serving certificate of {node.name}",
                                interval=1, describe=lambda: plane.describe(node)))
 
 
 def ready_condition(plane: ControlPlane, name: str) -> dict[str, str]:
-    conditions = plane.kubectl_json("get", "node", name)["status"].get("conditions") or []
+    """The node's Ready condition; {} while the Node is not there (or the apiserver does not answer)."""
+    result = plane.node.kubectl("get", "node", name, "-o", "json", check=False)
+    conditions = json.loads(result.stdout)["status"].get("conditions") or [] if result.returncode == 0 else []
     return next((c for c in conditions if c["type"] == "Ready"), {})
 
 
