@@ -118,6 +118,8 @@ class Pod:
     volumes: tuple[Volume, ...] = ()
     fs_group: int | None = None
     """securityContext.fsGroup: owns the pod's volumes."""
+    fs_group_change_policy: str = ""
+    """securityContext.fsGroupChangePolicy: OnRootMismatch, or Always ("" unset, the same)."""
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property

@@ -63,9 +63,9 @@ def _empty_dir(root_dir: str, pod: Pod, name: str, source: dict[str, Any]) -> st
     return path
 
 
-def _host_path(source: dict[str, Any]) -> str:
-    """The kubelet's hostPath SetUp: nothing is mounted, the path is checked against its type
-    (DirectoryOrCreate and FileOrCreate make it when nothing is there)."""
+def set_up_host_path(source: dict[str, Any]) -> str:
+    """The kubelet's hostPath SetUp (a pod's volume or a PV's): nothing is mounted, the path is
+    checked against its type (DirectoryOrCreate and FileOrCreate make it when nothing is there)."""
     path = source.get("path") or ""
     kind = source.get("type") or ""
     if not os.path.isabs(path):
@@ -99,7 +99,7 @@ def _set_up(root_dir: str, pod: Pod, volume: Volume) -> str | None:
     if volume.kind == "emptyDir":
         return _empty_dir(root_dir, pod, volume.name, volume.source)
     if volume.kind == "hostPath":
-        return _host_path(volume.source)
+        return set_up_host_path(volume.source)
     return None
 
 
