@@ -199,7 +199,8 @@ SUPPORTED_POD_FIELDS = frozenset({
     "hostnameOverride", "ephemeralContainers", "readinessGates", "activeDeadlineSeconds", "os",
 })
 NODE_LOCAL_VOLUME_TYPES = ("emptyDir", "hostPath")
-SUPPORTED_VOLUME_TYPES = (*NODE_LOCAL_VOLUME_TYPES, "configMap", "secret", "downwardAPI", "projected")
+SUPPORTED_VOLUME_TYPES = (*NODE_LOCAL_VOLUME_TYPES, "configMap", "secret", "downwardAPI", "projected",
+                          "persistentVolumeClaim", "ephemeral")  # claims: hostPath and local PVs
 SUPPORTED_CONTAINER_FIELDS = frozenset({
     "name", "image", "imagePullPolicy", "command", "args", "env", "workingDir", "ports", "tty", "stdin",
     "resources", "securityContext", "livenessProbe", "readinessProbe", "startupProbe", "restartPolicy",

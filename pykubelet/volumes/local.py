@@ -20,7 +20,7 @@ from pykubelet.runtime import data_dirs, paths
 from pykubelet.runtime.env import ContainerConfigError, expand_required
 from pykubelet.util import safe_remove
 from pykubelet.util.log import get_logger
-from pykubelet.util.mounts import mount_points_under
+from pykubelet.util.mounts import is_mount_point, mount_points_under
 from pykubelet.volumes import subpath
 
 log = get_logger(__name__)
@@ -39,7 +39,8 @@ class VolumeSetupError(Exception):
 
 
 def _mounted(path: str) -> bool:
-    return os.path.ismount(path)
+    # mountinfo, not os.path.ismount: a bind of the same filesystem (a local PV) counts too.
+    return is_mount_point(path)
 
 
 def _empty_dir(root_dir: str, pod: Pod, name: str, source: dict[str, Any]) -> str:

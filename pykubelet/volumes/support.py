@@ -55,7 +55,7 @@ def claim_name(pod: Pod, volume: Volume) -> str:
 
 def why_unprocessable(pod: Pod, volume: Volume) -> str | None:
     """None when the node can set the volume up; else the error, shaped as the kubelet's."""
-    if volume.kind in SUPPORTED_VOLUME_TYPES or volume.kind in CLAIM_KINDS:
+    if volume.kind in SUPPORTED_VOLUME_TYPES:  # claims among them, resolved through the API
         return None
     return (f'failed to get Plugin from volumeSpec for volume "{volume.name}" err=no volume plugin matched: '
             f"pykubelet cannot set up {volume.kind} volumes")
