@@ -28,7 +28,7 @@ from pykubelet.volumes.claim_model import READ_WRITE_ONCE_POD, ClaimObjectError
 from pykubelet.volumes.claims import ClaimError, Get, ResolvedClaim, resolve
 from pykubelet.volumes.local import VolumeSetupError
 from pykubelet.volumes.node_affinity import affinity_error
-from pykubelet.volumes.support import CLAIM_KINDS, Unprocessable, used_volume_names
+from pykubelet.volumes.support import CLAIM_KINDS, Unprocessable, device_volume_names, mounted_volume_names
 
 log = get_logger(__name__)
 
@@ -59,16 +59,6 @@ async def _no_api(path: str) -> Any:
     raise KubeError("GET", path, 0, "", "no kubeClient defined")
 
 
-def _volume_devices(pod: Pod) -> set[str]:
-    names = set()
-    for container in (*pod.init_containers, *pod.containers, *pod.ephemeral_containers):
-        devices = container.raw.get("volumeDevices")
-        for device in devices if isinstance(devices, list) else []:
-            if isinstance(device, dict) and isinstance(device.get("name"), str):
-                names.add(device["name"])
-    return names
-
-
 class ClaimVolumes:
     def __init__(self, root_dir: str, node_name: str, get: Get | None):
         self.root_dir = root_dir
@@ -83,9 +73,8 @@ class ClaimVolumes:
 
     async def resolve(self, pod: Pod) -> tuple[list[ResolvedClaim], list[Unprocessable]]:
         """The pod's used claim volumes not set up yet, resolved; and those that cannot be."""
-        used, devices, done = used_volume_names(pod), _volume_devices(pod), self._mounts.get(pod.uid, {})
-        mounted = {m.name for c in (*pod.init_containers, *pod.containers, *pod.ephemeral_containers)
-                   for m in c.volume_mounts}
+        mounted, devices, done = mounted_volume_names(pod), device_volume_names(pod), self._mounts.get(pod.uid, {})
+        used = mounted | devices
         resolved, failed = [], []
         for volume in pod.volumes:
             if volume.kind not in CLAIM_KINDS or volume.name not in used or volume.name in done:

@@ -32,16 +32,26 @@ class Unprocessable:
     error: str
 
 
-def used_volume_names(pod: Pod) -> set[str]:
-    """The volumes some container (init, app or ephemeral) mounts or uses as a block device."""
+def mounted_volume_names(pod: Pod) -> set[str]:
+    """The volumes some container (init, app or ephemeral) lists in its volumeMounts."""
+    return {mount.name for container in (*pod.init_containers, *pod.containers, *pod.ephemeral_containers)
+            for mount in container.volume_mounts}
+
+
+def device_volume_names(pod: Pod) -> set[str]:
+    """The volumes some container uses as a block device (volumeDevices)."""
     names: set[str] = set()
     for container in (*pod.init_containers, *pod.containers, *pod.ephemeral_containers):
-        names.update(mount.name for mount in container.volume_mounts)
         devices = container.raw.get("volumeDevices")
         for device in devices if isinstance(devices, list) else []:
             if isinstance(device, dict) and isinstance(device.get("name"), str):
                 names.add(device["name"])
     return names
+
+
+def used_volume_names(pod: Pod) -> set[str]:
+    """The volumes some container (init, app or ephemeral) mounts or uses as a block device."""
+    return mounted_volume_names(pod) | device_volume_names(pod)
 
 
 def claim_name(pod: Pod, volume: Volume) -> str:
