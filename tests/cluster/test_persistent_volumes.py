@@ -44,6 +44,14 @@ def claim_pod(namespace: str, name: str, script: str, claim_name: str, read_only
     return p
 
 
+def by_hand(p: dict[str, Any]) -> dict[str, Any]:
+    """The pod bound to this node without the scheduler, which holds back a pod whose claim is
+    unbound or whose PV is for another node."""
+    del p["spec"]["nodeSelector"]
+    p["spec"]["nodeName"] = NODE
+    return p
+
+
 @contextlib.contextmanager
 def removed_afterwards(*pvs: str) -> Iterator[None]:
     """PVs are cluster-wide: deleted after the test (the namespace takes its claims and pods)."""
@@ -83,7 +91,7 @@ async def test_a_pod_waits_for_its_claim_to_be_bound_then_runs(node_agent, cri, 
     pv = f"later-{namespace}"
     with removed_afterwards(pv):
         apply(claim(namespace, "later", pv))  # names a PV that does not exist yet: Pending
-        apply(claim_pod(namespace, "waiter", "echo here > /data/f; sleep 3600", "later"))
+        apply(by_hand(claim_pod(namespace, "waiter", "echo here > /data/f; sleep 3600", "later")))
         expected = f"error processing PVC {namespace}/later: PVC is not bound"
         await wait_for(lambda: any(expected in m for m in events(namespace, "FailedMount")), 90,
                        "the FailedMount event", describe=node_agent.describe)
@@ -111,10 +119,7 @@ async def test_a_local_pv_gets_the_fs_group_and_one_for_another_node_is_never_mo
         assert (os.stat(disk).st_gid, os.stat(disk / "f").st_gid, os.stat(disk / "f").st_uid) == (2000, 2000, 1000)
 
         # The scheduler would not put it here: bound by hand, as a mis-scheduled pod would be.
-        stray = claim_pod(namespace, "stray", "echo nope > /data/g; sleep 3600", "far")
-        del stray["spec"]["nodeSelector"]
-        stray["spec"]["nodeName"] = NODE
-        apply(stray)
+        apply(by_hand(claim_pod(namespace, "stray", "echo nope > /data/g; sleep 3600", "far")))
         expected = f'MountVolume.NodeAffinity check failed for volume "{elsewhere}" : no matching NodeSelectorTerms'
         await wait_for(lambda: expected in events(namespace, "FailedMount"), 90, "the FailedMount event",
                        describe=node_agent.describe)
