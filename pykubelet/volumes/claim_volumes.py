@@ -22,15 +22,12 @@ from typing import Any
 
 from pykubelet.api.pod import Pod
 from pykubelet.kube.errors import KubeError
-from pykubelet.util.log import get_logger
 from pykubelet.volumes import persistent
 from pykubelet.volumes.claim_model import READ_WRITE_ONCE_POD, ClaimObjectError
 from pykubelet.volumes.claims import ClaimError, Get, ResolvedClaim, resolve
 from pykubelet.volumes.local import VolumeSetupError
 from pykubelet.volumes.node_affinity import affinity_error
 from pykubelet.volumes.support import CLAIM_KINDS, Unprocessable, device_volume_names, mounted_volume_names
-
-log = get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -90,14 +87,15 @@ class ClaimVolumes:
         labels = (node.get("metadata") or {}).get("labels") if isinstance(node, dict) else None
         return {k: v for k, v in labels.items() if isinstance(v, str)} if isinstance(labels, dict) else {}
 
-    async def _check(self, pod: Pod, claim: ResolvedClaim, labels: dict[str, str] | None) -> MountFailure | None:
+    async def _check(self, pod: Pod, claim: ResolvedClaim, labels: dict[str, str] | str) -> MountFailure | None:
+        """`labels`: the Node's, or why they could not be read."""
         pv = claim.pv
 
         def fail(operation: str, error: str) -> MountFailure:
             return MountFailure(claim.volume, operation, pv.name, error)
         if pv.node_affinity is not None:
-            if labels is None:
-                return fail("MountVolume.NodeAffinity check", f'node "{self.node_name}" not found')
+            if isinstance(labels, str):
+                return fail("MountVolume.NodeAffinity check", f"error retrieving node: {labels}")
             why = affinity_error(pv, labels)
             if why is not None:
                 return fail("MountVolume.NodeAffinity check", why)
@@ -120,12 +118,12 @@ class ClaimVolumes:
 
     async def setup(self, pod: Pod, resolved: list[ResolvedClaim]) -> list[MountFailure]:
         """Check and set up each resolved claim volume on its own; the ones that failed."""
-        labels: dict[str, str] | None = None
+        labels: dict[str, str] | str = {}
         if any(c.pv.node_affinity is not None for c in resolved):
             try:
                 labels = await self._node_labels()
             except KubeError as e:
-                log.warning("Cannot read this node's labels for a PV's node affinity", err=str(e))
+                labels = e.message or str(e)
         failures = []
         for claim in resolved:
             failure = await self._check(pod, claim, labels)

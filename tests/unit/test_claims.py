@@ -9,6 +9,7 @@ import pytest
 
 from pykubelet.api.pod import parse_pod
 from pykubelet.volumes.claim_model import ClaimObjectError, parse_claim, parse_volume
+from pykubelet.volumes.claim_volumes import ClaimVolumes
 from pykubelet.volumes.claims import ClaimError, resolve
 from pykubelet.volumes.node_affinity import affinity_error
 from tests.fakes.kube import FakeKube
@@ -145,3 +146,16 @@ def test_a_pvs_node_affinity_is_checked_against_the_nodes_labels(terms, expected
 def test_a_pv_without_required_affinity_mounts_anywhere():
     assert affinity_error(parse_volume(pv()), {}) is None
     assert affinity_error(parse_volume(pv(nodeAffinity={})), {}) is None
+
+
+async def test_a_node_whose_labels_cannot_be_read_mounts_no_pv_with_node_affinity(tmp_path):
+    kube = api((f"{CLAIMS}/data-db", claim()), ("/api/v1/persistentvolumes/pv1", pv(
+        hostPath=None, local={"path": str(tmp_path)}, nodeAffinity={"required": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["node1"]}]}]}})))
+    volumes = ClaimVolumes(str(tmp_path / "root"), "node1", kube.get)  # no Node object in the API
+    p = pod({"persistentVolumeClaim": {"claimName": "data-db"}})
+    resolved, unprocessable = await volumes.resolve(p)
+    assert unprocessable == []
+    (failure,) = await volumes.setup(p, resolved)
+    assert failure.message == 'MountVolume.NodeAffinity check failed for volume "pv1" : error retrieving node: not found'
+    assert volumes.mounts_of(p.uid) == {} and not (tmp_path / "root").exists()
