@@ -118,6 +118,8 @@ class Pod:
     volumes: tuple[Volume, ...] = ()
     fs_group: int | None = None
     """securityContext.fsGroup: owns the pod's volumes."""
+    fs_group_change_policy: str = ""
+    """securityContext.fsGroupChangePolicy: OnRootMismatch, or Always ("" unset, the same)."""
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -197,7 +199,8 @@ SUPPORTED_POD_FIELDS = frozenset({
     "hostnameOverride", "ephemeralContainers", "readinessGates", "activeDeadlineSeconds", "os",
 })
 NODE_LOCAL_VOLUME_TYPES = ("emptyDir", "hostPath")
-SUPPORTED_VOLUME_TYPES = (*NODE_LOCAL_VOLUME_TYPES, "configMap", "secret", "downwardAPI", "projected")
+SUPPORTED_VOLUME_TYPES = (*NODE_LOCAL_VOLUME_TYPES, "configMap", "secret", "downwardAPI", "projected",
+                          "persistentVolumeClaim", "ephemeral")  # claims: hostPath and local PVs
 SUPPORTED_CONTAINER_FIELDS = frozenset({
     "name", "image", "imagePullPolicy", "command", "args", "env", "workingDir", "ports", "tty", "stdin",
     "resources", "securityContext", "livenessProbe", "readinessProbe", "startupProbe", "restartPolicy",

@@ -172,6 +172,13 @@ def _fs_group(r: _Reader, spec: dict[str, Any]) -> int | None:
     return r.integer(ctx, "fsGroup", "spec.securityContext", 0, 0, 2**31 - 1)
 
 
+def _fs_group_change_policy(r: _Reader, spec: dict[str, Any]) -> str:
+    ctx = spec.get("securityContext")
+    if not isinstance(ctx, dict):
+        return ""
+    return r.choice(ctx, "fsGroupChangePolicy", "spec.securityContext", ("OnRootMismatch", "Always"), "")
+
+
 ANNOTATIONS_LIMIT_BYTES = 256 * 1024  # the apiserver's limit on all of an object's annotations together
 
 
@@ -234,6 +241,7 @@ def parse_pod(raw: Any, where: str) -> Pod:
         deletion_grace_period_seconds=meta.get("deletionGracePeriodSeconds"),
         volumes=tuple(_parse_volumes(r, spec)),
         fs_group=_fs_group(r, spec),
+        fs_group_change_policy=_fs_group_change_policy(r, spec),
         raw=raw,
     )
     if sum(len(k) + len(v) for k, v in pod.annotations.items()) > ANNOTATIONS_LIMIT_BYTES:

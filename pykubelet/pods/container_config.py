@@ -1,5 +1,5 @@
 """A container's CRI config, as the kubelet's generateContainerConfig: its volumes (emptyDir,
-hostPath, the API volumes, subPaths), the pod's files (/etc/hosts, the termination-message
+hostPath, the API volumes, claims, subPaths), the pod's files (/etc/hosts, the termination-message
 file), its env (ConfigMaps, Secrets, Services), the runAsNonRoot check against its image and
 an ephemeral container's target (the PID namespace it joins).
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from typing import Callable
 
 from pykubelet.api.pod import Container, Pod
 from pykubelet.api.references import referenced_names
@@ -22,6 +23,7 @@ from pykubelet.runtime.state import ContainerState
 from pykubelet.runtime.service_env import service_env, services_for_pod
 from pykubelet.volumes import api as api_volumes
 from pykubelet.volumes import local as local_volumes
+from pykubelet.volumes.claim_volumes import ClaimMount
 
 
 def pid_target_id(container: Container, target: ContainerState | None) -> str:
@@ -36,10 +38,12 @@ def pid_target_id(container: Container, target: ContainerState | None) -> str:
 
 
 class ContainerConfigs:
-    def __init__(self, cri: Runtime, node: specs.NodeFacts, api: api_volumes.ApiClients | None):
+    def __init__(self, cri: Runtime, node: specs.NodeFacts, api: api_volumes.ApiClients | None,
+                 claim_mounts: Callable[[str], dict[str, ClaimMount]]):
         self.cri = cri
         self.node = node
         self.api = api  # None: standalone, no ConfigMaps, Secrets, tokens or Services
+        self.claim_mounts = claim_mounts  # pod UID -> its claim volumes set up (the volume step's)
 
     async def build(self, pod: Pod, container: Container, image_ref: str, restart_count: int, pod_ip: str,
                     sandbox_config: api.PodSandboxConfig, target: ContainerState | None = None) -> api.ContainerConfig:
@@ -55,8 +59,11 @@ class ContainerConfigs:
         projected = api_volumes.volume_paths(self.node.root_dir, pod)
         env = (dict(specs.container_env_of(pod, container, self.node, pod_ip, env_sources))
                if any(m.sub_path_expr for m in container.volume_mounts) else {})
+        claims = self.claim_mounts(pod.uid)
+        read_only = set(projected) | {name for name, claim in claims.items() if claim.read_only}
         mounts = await asyncio.to_thread(local_volumes.container_mounts, self.node.root_dir, pod, container,
-                                         {**volumes, **projected}, set(projected), env)
+                                         {**volumes, **projected, **{n: c.host_path for n, c in claims.items()}},
+                                         read_only, env)
         mounts += await asyncio.to_thread(self._pod_file_mounts, pod, container, pod_ip)
         config = specs.container_config(pod, container, image_ref, restart_count, self.node, pod_ip, mounts,
                                         env_sources, target_id)

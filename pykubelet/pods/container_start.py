@@ -27,6 +27,7 @@ from pykubelet.runtime.service import Runtime
 from pykubelet.runtime.state import EXITED, ContainerState
 from pykubelet.util.backoff import Backoff
 from pykubelet.volumes import api as api_volumes
+from pykubelet.volumes.claim_volumes import ClaimMount
 from pykubelet.util.durations import format_duration
 from pykubelet.util.log import get_logger
 
@@ -70,12 +71,13 @@ StopContainer = Callable[..., Awaitable[None]]
 
 class ContainerStarter:
     def __init__(self, cri: Runtime, images: ImageManager, restart_backoff: Backoff, reporter: StepReporter,
-                 node: specs.NodeFacts, api: api_volumes.ApiClients | None, stop_container: StopContainer):
+                 node: specs.NodeFacts, api: api_volumes.ApiClients | None, stop_container: StopContainer,
+                 claim_mounts: Callable[[str], dict[str, ClaimMount]]):
         self.cri = cri
         self.images = images
         self.restart_backoff = restart_backoff
         self.reporter = reporter
-        self.configs = ContainerConfigs(cri, node, api)
+        self.configs = ContainerConfigs(cri, node, api, claim_mounts)
         self.stop_container = stop_container  # a failed postStart hook kills the container
 
     async def start(self, pod: Pod, container: Container, latest: ContainerState | None, sandbox_id: str,

@@ -134,13 +134,15 @@ class PodSyncer:
         """Set up the pod's volumes; True once every one a container needs is set up.
 
         Like the kubelet's volume manager, before the sandbox: no container (and no sandbox)
-        starts while a volume is missing. A volume the node cannot process (a claim, a type it
-        has no plugin for) sets up nothing; the others are set up each on its own, emptyDir and
-        hostPath only when a container is to start (the kubelet sets them up once), the API
-        volumes on every sync, where a later failure (an object deleted) keeps the last content
-        and is only reported.
+        starts while a volume is missing. A volume the node cannot process (a type it has no
+        plugin for, a claim not bound) sets up nothing; the others are set up each on its
+        own, emptyDir and hostPath only when a container is to start (the kubelet sets them up
+        once), claims once each (volumes/claim_volumes.py), the API volumes on every sync, where
+        a later failure (an object deleted) keeps the last content and is only reported.
         """
-        unprocessable = volume_support.unprocessable_volumes(pod)
+        resolved, claim_errors = await self.api_volumes.claims.resolve(pod)
+        order = {v.name: i for i, v in enumerate(pod.volumes)}
+        unprocessable = sorted(volume_support.unprocessable_volumes(pod) + claim_errors, key=lambda u: order[u.volume])
         if unprocessable:
             self._report_unprocessable(pod, unprocessable, starting, result)
             return False
@@ -151,6 +153,13 @@ class PodSyncer:
             local_failed = await asyncio.to_thread(local_volumes.try_setup_volumes, self.node.root_dir, pod)
             failed.update(local_failed)
             blocking += list(local_failed)
+        # Claims are set up whenever one is not yet (after an agent restart, a running pod's too).
+        messages = {name: f'MountVolume.SetUp failed for volume "{name}" : {why}' for name, why in failed.items()}
+        for failure in await self.api_volumes.claims.setup(pod, resolved):
+            failed[failure.volume] = failure.error
+            messages[failure.volume] = failure.message
+            blocking.append(failure.volume)
+        claims = self.api_volumes.claims.mounts_of(pod.uid)
         backoff, key = self.backoffs.mount, f"{pod.uid}_mount"
         retry_in = None
         if not blocking:
@@ -158,13 +167,12 @@ class PodSyncer:
         elif starting:
             backoff.next(key, backoff.clock())
             retry_in = backoff.delay(key)  # a watched object's change comes sooner
-        kinds = tuple((v.name, v.kind) for v in pod.volumes if v.name in paths or v.name in failed)
+        kinds = tuple((v.name, v.kind) for v in pod.volumes if v.name in paths or v.name in failed or v.name in claims)
         self.reporter.report(pod, StepResult(
             Action.SET_UP_VOLUMES, "", VolumeFacts(kinds, tuple(failed.items())),
             "FailedMount" if failed else "", "; ".join(f"{name}: {why}" for name, why in failed.items()),
             retry_in=retry_in,
-            events=tuple(Event(WARNING, "FailedMount", f'MountVolume.SetUp failed for volume "{name}" : {why}')
-                         for name, why in failed.items()),
+            events=tuple(Event(WARNING, "FailedMount", message) for message in messages.values()),
             logs=tuple(LogLine("warning", "MountVolume.SetUp failed", (("volume", name), ("err", why)))
                        for name, why in failed.items()),
             waiting=tuple(Waiting(name, CONTAINER_CREATING) for name in starting) if blocking else ()), result)

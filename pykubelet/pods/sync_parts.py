@@ -41,12 +41,13 @@ def build_sync_parts(cri: Runtime, images: ImageManager, recorder: EventRecorder
     """`api` None: standalone, no ConfigMaps, Secrets, tokens or Services; `clock`: the wall
     clock the back-offs count on (the runtime's exit times are on it)."""
     node = node or NodeFacts()
-    volumes = api_volumes.ApiVolumes(node.root_dir, node.allocatable, api)
+    volumes = api_volumes.ApiVolumes(node.root_dir, node.allocatable, api, node.node_name)
     # A failed volume set-up is tried again after the kubelet's per-operation back-off: 0.5 s,
     # doubling to 2 min 2 s.
     backoffs = PodBackoffs(restart=Backoff(clock=clock), mount=Backoff(initial=0.5, maximum=122.0, clock=clock),
                            sandbox=Backoff(initial=1.0, maximum=60.0, clock=clock))
     reporter = StepReporter(recorder, history)
     killer = PodKiller(cri, reporter, node, volumes, backoffs)
-    starter = ContainerStarter(cri, images, backoffs.restart, reporter, node, api, killer.stop_container)
+    starter = ContainerStarter(cri, images, backoffs.restart, reporter, node, api, killer.stop_container,
+                               volumes.claims.mounts_of)
     return SyncParts(cri, node, volumes, backoffs, reporter, killer, starter)

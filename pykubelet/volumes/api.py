@@ -26,6 +26,7 @@ from pykubelet.kube.tokens import DEFAULT_EXPIRATION_SECONDS, TokenManager
 from pykubelet.runtime import data_dirs, paths, security
 from pykubelet.util import safe_remove
 from pykubelet.volumes import subpath
+from pykubelet.volumes.claim_volumes import ClaimVolumes
 from pykubelet.volumes.atomic_writer import DATA_DIR, FileProjection, PayloadError, write_atomic
 from pykubelet.volumes.projection import (DEFAULT_MODE, MountError, aggregate, downward_api_payload,
                                           object_payload)
@@ -90,10 +91,13 @@ def _remove(paths: list[str]) -> None:
 
 
 class ApiVolumes:
-    def __init__(self, root_dir: str, allocatable: dict[str, float], clients: ApiClients | None):
+    def __init__(self, root_dir: str, allocatable: dict[str, float], clients: ApiClients | None,
+                 node_name: str = ""):
         self.root_dir = root_dir
         self.allocatable = allocatable
         self.clients = clients
+        # PersistentVolumeClaims: read with direct GETs, as the kubelet reads them.
+        self.claims = ClaimVolumes(root_dir, node_name, clients.objects.kube.get if clients is not None else None)
 
     def register(self, pod: Pod) -> None:
         """Start (or adjust) the watches of the objects the pod refers to."""
@@ -101,6 +105,7 @@ class ApiVolumes:
             self.clients.objects.register(pod.uid, pod.namespace, referenced_names(pod.raw))
 
     def forget(self, uid: str) -> None:
+        self.claims.forget(uid)
         if self.clients is not None:
             self.clients.objects.unregister(uid)
             self.clients.tokens.forget(uid)
@@ -108,10 +113,11 @@ class ApiVolumes:
     async def teardown(self, pod: Pod) -> None:
         """Unmount and remove these volumes of a pod that finished for good, and stop watching
         its objects (the kubelet unmounts a terminated pod's volumes; its directory stays)."""
-        self.forget(pod.uid)
         # The kubelet unmounts a volume's subPath binds with it; this pod starts no container again.
         await asyncio.to_thread(subpath.clean_sub_paths, self.root_dir, pod.uid)
         await asyncio.to_thread(_remove, list(volume_paths(self.root_dir, pod).values()))
+        await self.claims.teardown(pod)  # before forget: it names the local mounts to release
+        self.forget(pod.uid)
 
     async def setup(self, pod: Pod) -> dict[str, str]:
         """Write every such volume of the pod; volume name -> why it failed, for those that did."""

@@ -20,7 +20,7 @@ from pykubelet.runtime import data_dirs, paths
 from pykubelet.runtime.env import ContainerConfigError, expand_required
 from pykubelet.util import safe_remove
 from pykubelet.util.log import get_logger
-from pykubelet.util.mounts import mount_points_under
+from pykubelet.util.mounts import is_mount_point, mount_points_under
 from pykubelet.volumes import subpath
 
 log = get_logger(__name__)
@@ -39,7 +39,8 @@ class VolumeSetupError(Exception):
 
 
 def _mounted(path: str) -> bool:
-    return os.path.ismount(path)
+    # mountinfo, not os.path.ismount: a bind of the same filesystem (a local PV) counts too.
+    return is_mount_point(path)
 
 
 def _empty_dir(root_dir: str, pod: Pod, name: str, source: dict[str, Any]) -> str:
@@ -63,9 +64,9 @@ def _empty_dir(root_dir: str, pod: Pod, name: str, source: dict[str, Any]) -> st
     return path
 
 
-def _host_path(source: dict[str, Any]) -> str:
-    """The kubelet's hostPath SetUp: nothing is mounted, the path is checked against its type
-    (DirectoryOrCreate and FileOrCreate make it when nothing is there)."""
+def set_up_host_path(source: dict[str, Any]) -> str:
+    """The kubelet's hostPath SetUp (a pod's volume or a PV's): nothing is mounted, the path is
+    checked against its type (DirectoryOrCreate and FileOrCreate make it when nothing is there)."""
     path = source.get("path") or ""
     kind = source.get("type") or ""
     if not os.path.isabs(path):
@@ -99,7 +100,7 @@ def _set_up(root_dir: str, pod: Pod, volume: Volume) -> str | None:
     if volume.kind == "emptyDir":
         return _empty_dir(root_dir, pod, volume.name, volume.source)
     if volume.kind == "hostPath":
-        return _host_path(volume.source)
+        return set_up_host_path(volume.source)
     return None
 
 

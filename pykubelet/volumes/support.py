@@ -8,7 +8,7 @@ the application would write into the container's own filesystem and lose the dat
 
 A volume no container mounts is not needed, so it never blocks (the kubelet's expected volumes).
 PersistentVolumeClaims (and generic ephemeral volumes, which are claims the controller makes)
-are not resolved yet: they are refused here, where resolving them will plug in.
+pass here: whether they can be processed takes the API (claims.py, claim_volumes.py).
 """
 
 from __future__ import annotations
@@ -32,11 +32,16 @@ class Unprocessable:
     error: str
 
 
-def used_volume_names(pod: Pod) -> set[str]:
-    """The volumes some container (init, app or ephemeral) mounts or uses as a block device."""
+def mounted_volume_names(pod: Pod) -> set[str]:
+    """The volumes some container (init, app or ephemeral) lists in its volumeMounts."""
+    return {mount.name for container in (*pod.init_containers, *pod.containers, *pod.ephemeral_containers)
+            for mount in container.volume_mounts}
+
+
+def device_volume_names(pod: Pod) -> set[str]:
+    """The volumes some container uses as a block device (volumeDevices)."""
     names: set[str] = set()
     for container in (*pod.init_containers, *pod.containers, *pod.ephemeral_containers):
-        names.update(mount.name for mount in container.volume_mounts)
         devices = container.raw.get("volumeDevices")
         for device in devices if isinstance(devices, list) else []:
             if isinstance(device, dict) and isinstance(device.get("name"), str):
@@ -44,21 +49,24 @@ def used_volume_names(pod: Pod) -> set[str]:
     return names
 
 
+def used_volume_names(pod: Pod) -> set[str]:
+    """The volumes some container (init, app or ephemeral) mounts or uses as a block device."""
+    return mounted_volume_names(pod) | device_volume_names(pod)
+
+
 def claim_name(pod: Pod, volume: Volume) -> str:
     """The PersistentVolumeClaim behind the volume: its own, or for a generic ephemeral volume the
     one the controller makes for the pod, `<pod>-<volume>`."""
     if volume.kind == "ephemeral":
         return f"{pod.name}-{volume.name}"
-    return str(volume.source.get("claimName") or "")
+    name = volume.source.get("claimName")
+    return name if isinstance(name, str) else ""
 
 
 def why_unprocessable(pod: Pod, volume: Volume) -> str | None:
     """None when the node can set the volume up; else the error, shaped as the kubelet's."""
-    if volume.kind in SUPPORTED_VOLUME_TYPES:
+    if volume.kind in SUPPORTED_VOLUME_TYPES:  # claims among them, resolved through the API
         return None
-    if volume.kind in CLAIM_KINDS:
-        return (f"error processing PVC {pod.namespace}/{claim_name(pod, volume)}: "
-                f"PersistentVolumeClaims are not supported by pykubelet yet")
     return (f'failed to get Plugin from volumeSpec for volume "{volume.name}" err=no volume plugin matched: '
             f"pykubelet cannot set up {volume.kind} volumes")
 

@@ -1,4 +1,4 @@
-"""On a real control plane: a pod whose claim the node cannot mount never runs without it. It
+"""On a real control plane: a pod whose claim does not exist never runs without it. It
 stays Pending in ContainerCreating, and `kubectl describe` shows the kubelet's FailedMount event
 naming the volume and the reason."""
 
@@ -23,8 +23,8 @@ async def test_a_claim_keeps_the_pod_pending_with_a_failed_mount_event(node_agen
     # (kube-api-access-<random>) is unmounted too.
     expected = re.compile(
         r"Unable to attach or mount volumes: unmounted volumes=\[data kube-api-access-\w+\], unattached volumes=\[\], "
-        rf"failed to process volumes=\[data\]: error processing PVC {namespace}/db-data: PersistentVolumeClaims "
-        r"are not supported by pykubelet yet")
+        rf"failed to process volumes=\[data\]: error processing PVC {namespace}/db-data: failed to fetch PVC from "
+        r'API server: persistentvolumeclaims "db-data" not found')
     await wait_for(lambda: any(expected.fullmatch(m) for m in events(namespace, "FailedMount")), 60,
                    "the FailedMount event", describe=node_agent.describe)
     assert waiting(namespace, "claimed").get("reason") == "ContainerCreating"

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from pykubelet.api.pod import parse_pod
-from pykubelet.volumes.support import unable_to_mount_message, unprocessable_volumes, used_volume_names
+from pykubelet.volumes.support import (Unprocessable, claim_name, unable_to_mount_message, unprocessable_volumes,
+                                       used_volume_names)
 
 
 def pod(volumes: list[dict[str, Any]], mounts: list[str], **container: Any):
@@ -20,11 +21,6 @@ def pod(volumes: list[dict[str, Any]], mounts: list[str], **container: Any):
 
 
 @pytest.mark.parametrize("volume, error", [
-    ({"persistentVolumeClaim": {"claimName": "data-db-0"}},
-     "error processing PVC shop/data-db-0: PersistentVolumeClaims are not supported by pykubelet yet"),
-    # A generic ephemeral volume is the claim the controller makes for the pod: <pod>-<volume>.
-    ({"ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
-     "error processing PVC shop/db-data: PersistentVolumeClaims are not supported by pykubelet yet"),
     ({"csi": {"driver": "hostpath.csi.k8s.io"}},
      'failed to get Plugin from volumeSpec for volume "data" err=no volume plugin matched: '
      "pykubelet cannot set up csi volumes"),
@@ -48,6 +44,14 @@ def test_the_volume_types_the_node_sets_up_never_block():
     assert unprocessable_volumes(pod(volumes, list("abcdefg"))) == []
 
 
+def test_claims_are_left_to_the_api_lookup_and_an_ephemeral_volume_names_the_pods_claim():
+    # Whether a claim can be used takes its objects (claims.py); the spec alone never refuses it.
+    p = pod([{"name": "data", "persistentVolumeClaim": {"claimName": "data-db-0"}},
+             {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}], ["data", "scratch"])
+    assert unprocessable_volumes(p) == []
+    assert [claim_name(p, v) for v in p.volumes] == ["data-db-0", "db-scratch"]
+
+
 def test_a_volume_no_container_uses_does_not_block_as_with_the_kubelet():
     p = pod([{"name": "data", "persistentVolumeClaim": {"claimName": "x"}}, {"name": "tmp", "emptyDir": {}}], ["tmp"])
     assert unprocessable_volumes(p) == []
@@ -55,7 +59,7 @@ def test_a_volume_no_container_uses_does_not_block_as_with_the_kubelet():
 
 def test_every_kind_of_container_and_block_devices_count_as_using_a_volume():
     raw = {"metadata": {"name": "p", "uid": "u1"}, "spec": {
-        "volumes": [{"name": n, "persistentVolumeClaim": {"claimName": n}} for n in ("init", "dev", "debug", "idle")],
+        "volumes": [{"name": n, "csi": {"driver": "x"}} for n in ("init", "dev", "debug", "idle")],
         "initContainers": [{"name": "i", "image": "x", "volumeMounts": [{"name": "init", "mountPath": "/i"}]}],
         "containers": [{"name": "c", "image": "x", "volumeDevices": [{"name": "dev", "devicePath": "/dev/xvda"}]}],
         "ephemeralContainers": [{"name": "e", "image": "x", "volumeMounts": [{"name": "debug", "mountPath": "/d"}]}]}}
@@ -67,9 +71,10 @@ def test_every_kind_of_container_and_block_devices_count_as_using_a_volume():
 def test_the_pod_level_message_is_the_kubelets():
     p = pod([{"name": "tmp", "emptyDir": {}}, {"name": "data", "persistentVolumeClaim": {"claimName": "d"}},
              {"name": "blob", "csi": {"driver": "x"}}], ["tmp", "data", "blob"])
-    found = unprocessable_volumes(p)
+    not_bound = Unprocessable("data", "persistentVolumeClaim", "error processing PVC shop/d: PVC is not bound")
+    found = [not_bound, *unprocessable_volumes(p)]
     assert unable_to_mount_message(found, sorted(used_volume_names(p))) == (
         "Unable to attach or mount volumes: unmounted volumes=[blob data tmp], unattached volumes=[], "
-        "failed to process volumes=[blob data]: error processing PVC shop/d: PersistentVolumeClaims are not "
-        'supported by pykubelet yet; failed to get Plugin from volumeSpec for volume "blob" err=no volume plugin '
+        "failed to process volumes=[blob data]: error processing PVC shop/d: PVC is not bound; "
+        'failed to get Plugin from volumeSpec for volume "blob" err=no volume plugin '
         "matched: pykubelet cannot set up csi volumes")

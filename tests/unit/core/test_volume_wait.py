@@ -37,8 +37,8 @@ async def test_a_claim_keeps_the_pod_from_starting_with_the_kubelets_event_every
     await until(lambda: failed_mounts(events), what="a FailedMount event")
     assert failed_mounts(events)[0] == (
         "Unable to attach or mount volumes: unmounted volumes=[data scratch], unattached volumes=[], failed to "
-        "process volumes=[data]: error processing PVC default/db: PersistentVolumeClaims are not supported by "
-        "pykubelet yet")
+        "process volumes=[data]: error processing PVC default/db: failed to fetch PVC from API server: "
+        "no kubeClient defined")  # a standalone node cannot read claims
     await until(lambda: node.container().get("state", {}).get("waiting", {}).get("reason") == "ContainerCreating",
                 what="the container waiting in ContainerCreating")
     await asyncio.sleep(35)
