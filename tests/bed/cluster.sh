@@ -19,6 +19,10 @@
 # (the pods' range nodes' podCIDRs come from, 10.244.0.0/16: a second cluster whose node shares
 # this machine's network with the first one's needs another),
 # PYKUBELET_CLUSTER_WAIT (seconds per readiness wait, 120), K8S_VERSION, PYKUBELET_CACHE.
+#
+# Pods reach the apiserver through the "kubernetes" Service, whose endpoint is the advertised
+# address: `up` makes it an address of this machine alone (on lo) with a relay to the apiserver
+# (relay.py: pods and this machine only), `down` removes both. Both need root.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
