@@ -15,10 +15,14 @@
 # Environment: PYKUBELET_CLUSTER_DIR (state; default <repo>/.cluster, git-ignored),
 # PYKUBELET_API_PORT (6443), PYKUBELET_ETCD_PORT (2379; peer = +1),
 # PYKUBELET_CM_PORT (10257), PYKUBELET_SCHED_PORT (10259), PYKUBELET_API_ADVERTISE_ADDRESS
-# (10.250.0.1: the "kubernetes" Service's endpoint, on the multi-node LAN), PYKUBELET_CLUSTER_CIDR
+# (10.250.0.1: the "kubernetes" Service's endpoint; see up), PYKUBELET_CLUSTER_CIDR
 # (the pods' range nodes' podCIDRs come from, 10.244.0.0/16: a second cluster whose node shares
 # this machine's network with the first one's needs another),
 # PYKUBELET_CLUSTER_WAIT (seconds per readiness wait, 120), K8S_VERSION, PYKUBELET_CACHE.
+#
+# Pods reach the apiserver through the "kubernetes" Service, whose endpoint is the advertised
+# address: `up` makes it an address of this machine alone (on lo) with a relay to the apiserver
+# (relay.py: pods and this machine only), `down` removes both. Both need root.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -38,7 +42,11 @@ SERVER=https://127.0.0.1:$API_PORT
 ADVERTISE=${PYKUBELET_API_ADVERTISE_ADDRESS:-10.250.0.1}
 SERVICE_CIDR=10.96.0.0/12
 CLUSTER_CIDR=${PYKUBELET_CLUSTER_CIDR:-10.244.0.0/16}
-COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler)
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler apiserver-relay)
+# The programs behind daemons that are not named after them (the others run $BIN/NAME).
+declare -A PROGRAM=([apiserver-relay]=relay.py)
+# Marks the address `up` puts on lo for $ADVERTISE (so `down` removes that one and no other).
+ADVERTISE_LABEL=lo:pkl-api
 
 say() { echo "cluster: $*" >&2; }
 die() { echo "cluster: ERROR: $*" >&2; exit 1; }
@@ -112,24 +120,31 @@ EOF
 }
 
 # ---------------------------------------------------------------- processes
-# A PID file only counts if that PID still runs the same program (PIDs get reused).
+# A PID file only counts if that PID still runs the same program (PIDs get reused): the
+# program is the command's first word, or for a Python script its second.
 pid_of() {
-  local f=$RUN/$1.pid pid
+  local f=$RUN/$1.pid program=${PROGRAM[$1]:-$1} pid argv
   [[ -f $f ]] || return 1
   pid=$(<"$f")
-  local argv0
-  argv0=$( { tr '\0' '\n' <"/proc/$pid/cmdline" | head -n1; } 2>/dev/null) || return 1
-  [[ ${argv0##*/} == "$1" ]] && echo "$pid"
+  mapfile -d '' -n 2 argv 2>/dev/null <"/proc/$pid/cmdline" || return 1
+  [[ ${argv[0]:-} ]] || return 1  # it exited (a zombie has no command line)
+  [[ ${argv[0]##*/} == "$program" || (${argv[0]##*/} == python* && ${argv[1]:-} == */"$program") ]] && echo "$pid"
 }
 
-# start NAME PORT ARGS...: unless NAME already runs. A foreign listener on PORT
-# would answer our readiness probe while our process dies, so refuse it.
+# start NAME PORT ARGS...: $BIN/NAME, unless it already runs.
 start() {
   local name=$1 port=$2; shift 2
+  launch "$name" "sport = :$port" "$BIN/$name" "$@"
+}
+
+# launch NAME LISTENER COMMAND...: unless NAME already runs. A foreign listener (what the ss
+# filter LISTENER finds) would answer our readiness probe while our process dies, so refuse it.
+launch() {
+  local name=$1 listener=$2; shift 2
   pid_of "$name" >/dev/null && return
-  [[ -z $(ss -Hltn "sport = :$port") ]] || die "port $port is taken: $(ss -Hltnp "sport = :$port" | grep -o 'users:.*')"
+  [[ -z $(ss -Hltn "$listener") ]] || die "$listener is taken: $(ss -Hltnp "$listener" | grep -o 'users:.*')"
   say "starting $name"
-  detach "$BIN/$name" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null
+  detach "$@" >>"$LOGS/$name.log" 2>&1 </dev/null
   local pid=$! i
   echo "$pid" >"$RUN/$name.pid"
   # Until the subshell has exec'd the program, the PID's command line is the shell's or setsid's,
@@ -155,7 +170,23 @@ wait_for() {
 
 etcd_ok() { curl -sf --max-time 5 "http://127.0.0.1:$ETCD_PORT/health" | grep -q '"health":"true"'; }
 api_ok() { [[ $("$BIN/kubectl" --kubeconfig "$STATE/admin.kubeconfig" --request-timeout 5s get --raw /readyz 2>/dev/null) == ok ]]; }
-healthz_ok() { [[ $(curl -sk --max-time 5 "https://127.0.0.1:$1/healthz") == ok ]]; }
+healthz_ok() { [[ $(curl -sk --max-time 5 "https://$2:$1/healthz") == ok ]]; }
+
+# $ADVERTISE as an address of this machine alone: on lo, so a pod's packets to it (from the pod
+# bridge) are delivered here and no other host has a route to it. One already local (an address
+# of this machine's, or the one an earlier `up` added) is left as it is.
+advertise_address_up() {
+  [[ $(ip -o route get "$ADVERTISE" 2>/dev/null) == local* ]] && return
+  ip addr add "$ADVERTISE/32" dev lo label "$ADVERTISE_LABEL"
+}
+
+# Only the address `up` added, and only once nothing listens on it (another cluster's relay).
+advertise_address_down() {
+  [[ -n $(ip -o addr show dev lo label "$ADVERTISE_LABEL" to "$ADVERTISE/32" 2>/dev/null) ]] || return 0
+  if [[ -n $(ss -Hltn "src $ADVERTISE") ]]; then say "leaving $ADVERTISE on lo: another relay listens on it"; return 0; fi
+  say "removing $ADVERTISE from lo"
+  ip addr del "$ADVERTISE/32" dev lo label "$ADVERTISE_LABEL"
+}
 
 up() {
   bash "$here/build-control-plane.sh"
@@ -174,11 +205,13 @@ up() {
   wait_for etcd etcd_ok
 
   # Listens on loopback only, but advertises $ADVERTISE: the "kubernetes"
-  # Service's endpoint (Endpoints may not hold a loopback IP). That is the
-  # control plane's address on the multi-node test bed's LAN, where a relay
-  # (tests/bed/relay.py) forwards it to loopback, so pods reach the apiserver at
-  # 10.96.0.1 through `pykubelet proxy`. InternalIP first: the default
-  # (Hostname first) makes logs/exec do a DNS lookup of the node name.
+  # Service's endpoint (Endpoints may not hold a loopback IP), which a relay
+  # (tests/bed/relay.py) forwards to loopback, so pods reach the apiserver at
+  # 10.96.0.1 through a proxy (`pykubelet proxy`, kube-proxy). Below, on this
+  # machine, for the pods of nodes in its own network namespace; the multi-node
+  # test bed gives the same address to its LAN's namespace, with a relay of its own.
+  # InternalIP first: the default (Hostname first) makes logs/exec do a DNS
+  # lookup of the node name.
   start kube-apiserver "$API_PORT" --bind-address 127.0.0.1 --secure-port "$API_PORT" --advertise-address "$ADVERTISE" \
     --etcd-servers "http://127.0.0.1:$ETCD_PORT" --service-cluster-ip-range "$SERVICE_CIDR" \
     --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction --allow-privileged=true \
@@ -194,6 +227,15 @@ up() {
     --kubelet-preferred-address-types InternalIP,Hostname,InternalDNS,ExternalDNS,ExternalIP
   wait_for kube-apiserver api_ok
 
+  # Pods (the cluster CIDR) and this machine reach it there; the relay turns away anyone else.
+  if advertise_address_up; then
+    launch apiserver-relay "src $ADVERTISE and sport = :$API_PORT" python3 "$here/relay.py" \
+      --listen "$ADVERTISE:$API_PORT" --to "127.0.0.1:$API_PORT" --allow "$CLUSTER_CIDR"
+    wait_for apiserver-relay healthz_ok "$API_PORT" "$ADVERTISE"
+  else
+    say "WARNING: cannot put $ADVERTISE on lo (root needed): pods will not reach the kubernetes Service"
+  fi
+
   # One instance of each: leader election would only add a lease wait after an unclean stop.
   local cm=$STATE/controller-manager.kubeconfig sched=$STATE/scheduler.kubeconfig
   start kube-controller-manager "$CM_PORT" --bind-address 127.0.0.1 --secure-port "$CM_PORT" --leader-elect=false \
@@ -205,8 +247,8 @@ up() {
     --service-cluster-ip-range "$SERVICE_CIDR" --node-monitor-grace-period 40s
   start kube-scheduler "$SCHED_PORT" --bind-address 127.0.0.1 --secure-port "$SCHED_PORT" --leader-elect=false \
     --kubeconfig "$sched" --authentication-kubeconfig "$sched" --authorization-kubeconfig "$sched"
-  wait_for kube-controller-manager healthz_ok "$CM_PORT"
-  wait_for kube-scheduler healthz_ok "$SCHED_PORT"
+  wait_for kube-controller-manager healthz_ok "$CM_PORT" 127.0.0.1
+  wait_for kube-scheduler healthz_ok "$SCHED_PORT" 127.0.0.1
   # pykubelet agents that own the pod network read every Node to route to its pods.
   "$BIN/kubectl" --kubeconfig "$STATE/admin.kubeconfig" apply -f "$repo/cni/node-network-rbac.yaml" >/dev/null
   # TLS bootstrap as kubeadm sets it up (bootstrap tokens, CSR auto-approval).
@@ -230,7 +272,8 @@ stop() {
 down() {
   # Clients before the apiserver before its storage, so none of them spends
   # its shutdown retrying a dependency that is already gone.
-  stop kube-scheduler kube-controller-manager
+  stop kube-scheduler kube-controller-manager apiserver-relay
+  advertise_address_down
   stop kube-apiserver
   stop etcd
   if [[ ${1:-} == --purge ]]; then say "removing etcd data"; rm -rf "$STATE/etcd"; fi
@@ -244,8 +287,9 @@ status() {
   probe() { local what=$1; shift; if "$@"; then echo "$what: healthy"; else echo "$what: NOT healthy"; rc=1; fi; }
   probe etcd etcd_ok
   probe "kube-apiserver ($SERVER)" api_ok
-  probe kube-controller-manager healthz_ok "$CM_PORT"
-  probe kube-scheduler healthz_ok "$SCHED_PORT"
+  probe "kube-apiserver for pods (https://$ADVERTISE:$API_PORT)" healthz_ok "$API_PORT" "$ADVERTISE"
+  probe kube-controller-manager healthz_ok "$CM_PORT" 127.0.0.1
+  probe kube-scheduler healthz_ok "$SCHED_PORT" 127.0.0.1
   return $rc
 }
 
