@@ -180,7 +180,8 @@ class ClusterSettings:
     eviction_max_pod_grace_period: int = 0
     """evictionMaxPodGracePeriod: the longest grace period (s) a pod evicted for a soft threshold gets."""
     eviction_pressure_transition_period: float = 300.0
-    """evictionPressureTransitionPeriod (default 5m): a pressure condition stays that long after its signal recovered."""
+    """evictionPressureTransitionPeriod (default 5m): a pressure condition stays that long after its
+    signal recovered."""
     cluster_dns: list[str] = field(default_factory=list)
     """clusterDNS / --cluster-dns: nameservers for ClusterFirst pods; empty: they get the host's."""
     cluster_domain: str = "cluster.local"

@@ -2,8 +2,8 @@
 
 The kubelet's checks and wording: resource pressure first (under MemoryPressure alone a BestEffort
 pod is refused unless it tolerates the memory-pressure taint; under any other pressure every
-pod is; critical pods never are: reason Evicted, "The node had condition: [...]. "), then sysctls (SysctlForbidden), then the pod's OS (its
-kubernetes.io/os label, then spec.os.name: this node runs linux), then resources (pods, cpu, memory: OutOfpods, OutOfcpu,
+pod is; critical pods never are: reason Evicted, "The node had condition: [...]. "), then
+sysctls (SysctlForbidden), then the pod's OS (its kubernetes.io/os label, then spec.os.name: this node runs linux), then resources (pods, cpu, memory: OutOfpods, OutOfcpu,
 OutOfmemory with "Node didn't have enough resource: ..."), then the node name, then host
 ports (reason NodePorts). A rejected pod is Failed with "Pod was rejected: <message>".
 """
