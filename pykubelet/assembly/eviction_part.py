@@ -3,6 +3,7 @@ serves, reclaims disk through the image garbage collector, and evicts through th
 
 from __future__ import annotations
 
+import os
 from typing import Callable
 
 from pykubelet.config import Settings
@@ -12,8 +13,17 @@ from pykubelet.node.eviction import EvictionManager, PodPathCalls
 from pykubelet.pods.dispatcher import PodDispatcher
 from pykubelet.runtime.image_gc import ImageGC
 from pykubelet.server.host import Host
-from pykubelet.server.stats import SummaryProvider
+from pykubelet.server.stats import IMAGEFS_DIR, SummaryProvider
 from pykubelet.status.manager import StatusManager
+
+
+def dedicated_image_fs(root_dir: str) -> bool:
+    """Images on a filesystem other than the root dir's (blocking: it stats both); False when
+    either cannot be looked at, the common single-filesystem layout."""
+    try:
+        return os.stat(root_dir).st_dev != os.stat(IMAGEFS_DIR).st_dev
+    except OSError:
+        return False
 
 
 def build_eviction(s: Settings, cri: CRIClient, node_ip: str, recorder: EventRecorder, image_gc: ImageGC | None,
@@ -33,5 +43,6 @@ def build_eviction(s: Settings, cri: CRIClient, node_ip: str, recorder: EventRec
                          eviction_done=lambda uid: dispatcher().eviction_done(uid))
     return EvictionManager(thresholds, summaries.summary, calls, recorder, s.node_name,
                            reclaim_disk=reclaimer.delete_unused_images,
+                           dedicated_image_fs=lambda: dedicated_image_fs(s.root_dir),
                            transition_period=s.cluster.eviction_pressure_transition_period,
                            max_pod_grace_seconds=s.cluster.eviction_max_pod_grace_period, on_change=on_change)

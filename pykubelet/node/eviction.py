@@ -43,7 +43,8 @@ class PodPathCalls:
 class EvictionManager:
     def __init__(self, thresholds: Sequence[Threshold], summary: Callable[[], Awaitable[dict[str, Any]]],
                  pods: PodPathCalls, recorder: EventRecorder, node_name: str, *,
-                 reclaim_disk: Callable[[], Awaitable[None]] | None = None, transition_period: float = 300.0,
+                 reclaim_disk: Callable[[], Awaitable[None]] | None = None,
+                 dedicated_image_fs: Callable[[], bool] = lambda: False, transition_period: float = 300.0,
                  max_pod_grace_seconds: int = 0, on_change: Callable[[], None] = lambda: None,
                  clock: Callable[[], float] = time.monotonic, period: float = MONITORING_PERIOD):
         self.thresholds = tuple(thresholds)
@@ -52,6 +53,8 @@ class EvictionManager:
         self.recorder = recorder
         self.node_name = node_name
         self.reclaim_disk = reclaim_disk
+        self.dedicated_image_fs = dedicated_image_fs  # blocking (it stats the filesystems): run off the loop
+        self._dedicated: bool | None = None  # asked once, on the first disk reclaim, as the kubelet does
         self.transition_period = transition_period
         self.max_pod_grace_seconds = max_pod_grace_seconds
         self.on_change = on_change  # the conditions changed: report the node's status now
@@ -103,11 +106,17 @@ class EvictionManager:
         log.info("Eviction manager: attempting to reclaim", resourceName=resource)
         self.recorder.record(node_ref(self.node_name), WARNING, "EvictionThresholdMet",
                              f"Attempting to reclaim {resource}")
-        if threshold.signal in policy.DISK_SIGNALS and await self._reclaim_node_level():
+        if threshold.signal in policy.DISK_SIGNALS and await self._reclaims_images(threshold.signal) \
+                and await self._reclaim_node_level():
             log.info("Eviction manager: able to reduce resource pressure without evicting pods.",
                      resourceName=resource)
             return None
         return self._evict_one(threshold, resource, decision.actionable, observations, usage)
+
+    async def _reclaims_images(self, signal: str) -> bool:
+        if self._dedicated is None:
+            self._dedicated = await asyncio.to_thread(self.dedicated_image_fs)
+        return policy.reclaims_images(signal, self._dedicated)
 
     async def _reclaim_node_level(self) -> bool:
         """Unused images first; True when that relieved every threshold (with its minimum reclaim).

@@ -33,6 +33,15 @@ SIGNAL_CONDITION = {"memory.available": MEMORY_PRESSURE, "nodefs.available": DIS
                     "nodefs.inodesFree": DISK_PRESSURE, "imagefs.available": DISK_PRESSURE,
                     "imagefs.inodesFree": DISK_PRESSURE, "pid.available": PID_PRESSURE}
 DISK_SIGNALS = frozenset({"nodefs.available", "nodefs.inodesFree", "imagefs.available", "imagefs.inodesFree"})
+IMAGEFS_SIGNALS = frozenset({"imagefs.available", "imagefs.inodesFree"})
+
+
+def reclaims_images(signal: str, dedicated_image_fs: bool) -> bool:
+    """Whether removing unused images can relieve a disk signal: always when images share the
+    root dir's filesystem; only the imagefs signals when images have a filesystem of their own
+    (freeing that would not give the root dir's filesystem a byte, so the kubelet does nothing
+    at node level for nodefs then)."""
+    return signal in DISK_SIGNALS and (not dedicated_image_fs or signal in IMAGEFS_SIGNALS)
 
 
 @dataclass(frozen=True)

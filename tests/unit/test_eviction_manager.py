@@ -192,3 +192,25 @@ def test_disk_pressure_reclaims_images_first_and_evicts_nobody_when_that_is_enou
                               Recorder(), "node-1", reclaim_disk=reclaim, clock=lambda: 0.0)
     assert asyncio.run(manager.synchronize()) is None
     assert reclaimed == [1] and manager.conditions == ("DiskPressure",)
+
+
+def test_images_on_their_own_filesystem_are_not_removed_for_the_root_dirs_disk():
+    """With a dedicated image filesystem, removing images frees nothing on the root dir's: the
+    kubelet reclaims nothing at node level for nodefs and goes on to evict a pod."""
+    disk = Threshold("nodefs.available", percent=10)
+    reclaimed, evicted = [], []
+
+    async def summary():
+        return {"node": {"fs": {"availableBytes": 5, "capacityBytes": 100}}, "pods": []}
+
+    async def reclaim():
+        reclaimed.append(1)
+
+    manager = EvictionManager([disk], summary, PodPathCalls(lambda: [pod("be")], lambda *o: evicted.append(o) or True,
+                                                            lambda u: True),
+                              Recorder(), "node-1", reclaim_disk=reclaim, dedicated_image_fs=lambda: True,
+                              clock=lambda: 0.0)
+    assert asyncio.run(manager.synchronize()) is not None
+    assert reclaimed == [] and [o[0] for o in evicted] == ["uid-be"]
+    assert policy.reclaims_images("imagefs.available", dedicated_image_fs=True)
+    assert policy.reclaims_images("nodefs.available", dedicated_image_fs=False)
