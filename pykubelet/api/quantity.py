@@ -50,3 +50,17 @@ def integer_quantity(value: object) -> int:
     if exact.denominator != 1 or not -2**63 <= exact.numerator < 2**63:
         raise ValueError(f"invalid quantity {value!r}: not a whole number of bytes")
     return exact.numerator
+
+
+def format_quantity(value: int, binary: bool = True) -> str:
+    """A whole number as Go's Quantity prints it: with the largest suffix that leaves a whole
+    number ("100Mi", "2k"), bare when none does; binary (Ki, Mi...) or decimal (k, M...)
+    suffixes, and below 1024 always bare."""
+    base, suffixes = (1024, ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")) if binary else \
+        (1000, ("", "k", "M", "G", "T", "P", "E"))
+    if binary and -1024 < value < 1024:
+        return str(value)
+    mantissa, power = value, 0
+    while mantissa and mantissa % base == 0 and power < len(suffixes) - 1:
+        mantissa, power = mantissa // base, power + 1
+    return f"{mantissa}{suffixes[power]}"

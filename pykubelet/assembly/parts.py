@@ -18,11 +18,13 @@ import tenacity
 from pykubelet import KUBELET_VERSION
 from pykubelet.api.pod import Pod
 from pykubelet.api.sysctls import SysctlAllowlist
+from pykubelet.assembly.eviction_part import build_eviction
 from pykubelet.assembly.pod_path import PodPath, PodPathSettings, WakePath, build_pod_path, build_wake_path
 from pykubelet.config import Settings
 from pykubelet.cri import errors
 from pykubelet.cri.client import CRIClient
 from pykubelet.network.manager import NetworkManager
+from pykubelet.node.eviction import EvictionManager
 from pykubelet.node.hostinfo import HostInfo, read_host_info
 from pykubelet.node.status import allocatable_memory_bytes
 from pykubelet.pleg.relist import HEALTHY_WITHIN_SECONDS
@@ -37,7 +39,6 @@ from pykubelet.runtime.dns import ClusterDNS
 from pykubelet.runtime.image_gc import ImageGC, build_image_gc
 from pykubelet.runtime.log_rotation import ContainerLogManager
 from pykubelet.runtime.specs import NodeFacts
-from pykubelet.server.stats import IMAGEFS_DIR
 from pykubelet.sources.static_files import StaticPodSource
 from pykubelet.util.durations import format_duration
 from pykubelet.util.hostip import default_route_ip
@@ -83,6 +84,7 @@ class Parts:
     api_clients: ApiClients | None = None  # ConfigMaps, Secrets, tokens, Services
     api_source: ApiserverPodSource | None = None
     image_gc: ImageGC | None = None  # None when the settings leave nothing for it to do
+    eviction: EvictionManager | None = None  # None without eviction thresholds
 
     @property
     def kube(self) -> KubeClient | None:
@@ -112,6 +114,8 @@ class Parts:
         self.pods.start(tasks)
         if self.image_gc is not None:
             tasks.loop("image-gc", self.image_gc.run())
+        if self.eviction is not None:
+            tasks.loop("eviction-manager", self.eviction.run())
         log_rotation = ContainerLogManager(self.cri, s.container_logs, s.pods.pod_logs_dir)
         if log_rotation.enabled:
             tasks.loop("container-log-rotation", log_rotation.run())
@@ -173,11 +177,15 @@ async def _build(s: Settings, cri: CRIClient, cluster: Cluster | None, syncloop_
     network = NetworkManager(s.network, cri, s.root_dir, s.node_name, kube, recorder=wake.recorder)
     health = {"pleg": wake.pleg.healthy, "syncloop": syncloop_alive}
     node = mirrors = api_clients = None
+    image_gc = build_image_gc(cri, s.image_gc, wake.recorder, s.node_name)
+    # Made before the pod path, whose admission asks for its conditions; it evicts through the pod path.
+    eviction = build_eviction(s, cri, node_ip, wake.recorder, image_gc, lambda: pods.dispatcher,
+                              lambda: pods.statuses, lambda: node.nudge() if node is not None else None)
     if kube is not None and s.cluster.register_node:
         from pykubelet.pods.mirror import MirrorPods
 
         assert cluster is not None
-        node = registered = node_manager(s, cri, cluster, wake, network, host_info, node_ip)
+        node = registered = node_manager(s, cri, cluster, wake, network, host_info, node_ip, eviction)
         # Mirror pods are owned by the Node: its UID is known once it registered.
         mirrors = MirrorPods(kube, s.node_name, lambda: registered.node_uid, wake.wakeups.wake)
     if kube is not None:
@@ -190,7 +198,9 @@ async def _build(s: Settings, cri: CRIClient, cluster: Cluster | None, syncloop_
     pods = build_pod_path(wake, cri, PodPathSettings(
         facts, allocatable, s.pods.sync_frequency, SysctlAllowlist.build(s.pods.allowed_unsafe_sysctls),
         cni_chain=lambda: runtime_cni_chain(s.network.cni_conf_dir),
-        credential_plugins=await credential_plugins(s)), kube=kube, mirrors=mirrors, api_clients=api_clients)
+        credential_plugins=await credential_plugins(s),
+        pressure=(lambda: eviction.conditions) if eviction is not None else tuple), kube=kube, mirrors=mirrors,
+        api_clients=api_clients)
     # The pod sources, last: they hand their pods to the dispatcher.
     dispatcher = pods.dispatcher
     static_source = api_source = None
@@ -207,7 +217,7 @@ async def _build(s: Settings, cri: CRIClient, cluster: Cluster | None, syncloop_
 
         api_source = ApiserverPodSource(kube, s.node_name, on_api_pods)
     return Parts(cri, node_ip, pods, network, health, static_source, cluster, node, mirrors, api_clients,
-                 api_source, build_image_gc(cri, s.image_gc, wake.recorder, s.node_name))
+                 api_source, image_gc, eviction)
 
 
 async def connect_to_cluster(s: Settings) -> Cluster:
@@ -270,7 +280,7 @@ async def check_cgroup_driver(s: Settings, cri: CRIClient) -> None:
 
 
 def node_manager(s: Settings, cri: CRIClient, cluster: Cluster, wake: WakePath, network: NetworkManager,
-                 host_info: HostInfo, node_ip: str) -> NodeManager:
+                 host_info: HostInfo, node_ip: str, eviction: EvictionManager | None) -> NodeManager:
     from pykubelet.node.manager import NodeManager
 
     pleg = wake.pleg
@@ -285,9 +295,10 @@ def node_manager(s: Settings, cri: CRIClient, cluster: Cluster, wake: WakePath, 
 
     return NodeManager(cluster.kube, cri, wake.recorder, node_name=s.node_name, host_info=host_info, node_ip=node_ip,
                        labels=s.cluster.node_labels, max_pods=s.pods.max_pods,
-                       thresholds=s.cluster.eviction_hard, root_dir=s.root_dir, imagefs_dir=IMAGEFS_DIR,
+                       thresholds=s.cluster.eviction_hard,
                        kubelet_version=KUBELET_VERSION, update_seconds=s.cluster.status_update_seconds,
                        report_seconds=s.cluster.status_report_seconds,
                        lease_seconds=s.cluster.lease_duration_seconds, agent_errors=agent_errors,
                        kubelet_port=s.server.port, taints=s.cluster.register_with_taints,
-                       provider_id=s.cluster.provider_id, heartbeat=cluster.heartbeat)
+                       provider_id=s.cluster.provider_id, heartbeat=cluster.heartbeat,
+                       **({"pressure": eviction.pressure} if eviction is not None else {}))

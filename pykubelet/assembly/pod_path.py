@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from pykubelet.api.sysctls import SysctlAllowlist
 from pykubelet.kube.events import EventRecorder
@@ -59,6 +59,7 @@ class PodPathSettings:
     sysctls: SysctlAllowlist = field(default_factory=SysctlAllowlist.build)  # safe + allowedUnsafeSysctls
     cni_chain: Callable[[], str] | None = None  # the plugins a sandbox gets, for the pods' history
     credential_plugins: PluginCredentials | None = None  # --image-credential-provider-config's plugins
+    pressure: Callable[[], Sequence[str]] = tuple  # the node's pressure conditions, for admission
 
 
 @dataclass(frozen=True)
@@ -106,5 +107,5 @@ def build_pod_path(wake: WakePath, runtime: Runtime, settings: PodPathSettings, 
     deps = WorkerDeps(cache=wake.cache, syncer=syncer, statuses=statuses, recorder=wake.recorder, probes=probes,
                       wakeups=wake.wakeups, host_ip=settings.node.host_ip, resync_seconds=settings.resync_seconds,
                       mirrors=mirrors, clock=clock)
-    dispatcher = PodDispatcher(deps, settings.node.node_name, settings.allocatable, settings.sysctls)
+    dispatcher = PodDispatcher(deps, settings.node.node_name, settings.allocatable, settings.sysctls, settings.pressure)
     return PodPath(wake, statuses, probes, history, deps, dispatcher)

@@ -236,7 +236,17 @@ def _finish(settings: Settings) -> Settings:
                           "signs the serving certificate")
     _check_cgroup_root(settings)
     _check_image_gc(settings)
+    _check_eviction(settings)
     return settings
+
+
+def _check_eviction(settings: Settings) -> None:
+    """Every soft threshold needs its grace period (the kubelet's ParseThresholdConfig)."""
+    try:
+        settings.eviction_thresholds()
+    except ValueError as e:
+        raise ConfigError(f"evictionSoft (--eviction-soft): {e} (evictionSoftGracePeriod, "
+                          f"--eviction-soft-grace-period)") from None
 
 
 def _check_image_gc(settings: Settings) -> None:

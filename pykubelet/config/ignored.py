@@ -90,13 +90,7 @@ IGNORED: tuple[Option, ...] = (
     _ignored("maxOpenFiles", "max-open-files", s.integer, HARMLESS, flag_type=int),
     _ignored("localStorageCapacityIsolation", "local-storage-capacity-isolation", boolean, HARMLESS),
     _ignored("kernelMemcgNotification", "kernel-memcg-notification", boolean, False),
-    # --- eviction beyond evictionHard
-    _ignored("evictionSoft", "eviction-soft", s.string_map, None, "only evictionHard is read", repeatable=True),
-    _ignored("evictionSoftGracePeriod", "eviction-soft-grace-period", s.string_map, None, "only evictionHard is read",
-             repeatable=True),
-    _ignored("evictionPressureTransitionPeriod", "eviction-pressure-transition-period", s.duration, HARMLESS),
-    _ignored("evictionMaxPodGracePeriod", "eviction-max-pod-grace-period", s.integer, HARMLESS, flag_type=int),
-    _ignored("evictionMinimumReclaim", "eviction-minimum-reclaim", s.string_map, HARMLESS, repeatable=True),
+    # --- eviction
     _ignored("mergeDefaultEvictionSettings", "", boolean, False),
     # --- the node and its pods
     _ignored("hairpinMode", "hairpin-mode", text, HARMLESS),

@@ -10,6 +10,7 @@ something pykubelet does not do.
 
 from __future__ import annotations
 
+from pykubelet.config import shapes
 from pykubelet.config import values as v
 from pykubelet.config.ignored import IGNORED
 from pykubelet.config.option import Option
@@ -140,6 +141,18 @@ OPTIONS: tuple[Option, ...] = (
            "apiserver requests allowed in a burst (default 100)", flag_type=int, zero_is_default=Z),
     Option("cluster.eviction_hard", v.thresholds, "evictionHard", "eviction-hard",
            "hard eviction thresholds, e.g. memory.available<100Mi,nodefs.available<10%"),
+    Option("cluster.eviction_soft", v.thresholds, "evictionSoft", "eviction-soft",
+           "soft eviction thresholds, e.g. memory.available<1.5Gi (each needs a grace period)"),
+    Option("cluster.eviction_soft_grace_period", v.grace_periods, "evictionSoftGracePeriod",
+           "eviction-soft-grace-period", "how long each soft threshold must hold, e.g. memory.available=1m30s"),
+    Option("cluster.eviction_minimum_reclaim", v.minimum_reclaims, "evictionMinimumReclaim", "eviction-minimum-reclaim",
+           "how much beyond a threshold is reclaimed, e.g. imagefs.available=2Gi"),
+    Option("cluster.eviction_max_pod_grace_period", shapes.integer, "evictionMaxPodGracePeriod",
+           "eviction-max-pod-grace-period", "longest grace period (s) of a pod evicted for a soft threshold",
+           flag_type=int),
+    Option("cluster.eviction_pressure_transition_period", v.non_negative_duration, "evictionPressureTransitionPeriod",
+           "eviction-pressure-transition-period", "how long a pressure condition outlives its signal (default 5m)",
+           zero_is_default=Z),
     Option("cluster.cluster_dns", v.ip_list, "clusterDNS", "cluster-dns",
            "comma-separated DNS server IPs for ClusterFirst pods", repeatable=True),
     Option("cluster.cluster_domain", v.text, "clusterDomain", "cluster-domain",

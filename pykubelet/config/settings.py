@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from pykubelet.api.eviction import DEFAULT_EVICTION_HARD, Threshold, parse_thresholds
+from pykubelet.api.eviction import DEFAULT_EVICTION_HARD, Amount, Threshold, eviction_thresholds, parse_thresholds
 from pykubelet.api.quantity import integer_quantity
 
 NETWORK_MODES = ("agent", "runtime")
@@ -175,7 +175,18 @@ class ClusterSettings:
     api_burst: int = 100
     """kubeAPIBurst (default 100): requests allowed in a burst."""
     eviction_hard: dict[str, Threshold] = field(default_factory=lambda: parse_thresholds(DEFAULT_EVICTION_HARD))
-    """evictionHard: signal -> threshold; crossing one reports a pressure condition."""
+    """evictionHard: signal -> threshold; below one, the node reports pressure and evicts a pod at once."""
+    eviction_soft: dict[str, Threshold] = field(default_factory=dict)
+    """evictionSoft: signal -> threshold that evicts once crossed for its evictionSoftGracePeriod."""
+    eviction_soft_grace_period: dict[str, float] = field(default_factory=dict)
+    """evictionSoftGracePeriod: signal -> seconds; every soft threshold needs one."""
+    eviction_minimum_reclaim: dict[str, Amount] = field(default_factory=dict)
+    """evictionMinimumReclaim: signal -> how much more than its threshold must be back before pressure ends."""
+    eviction_max_pod_grace_period: int = 0
+    """evictionMaxPodGracePeriod: the longest grace period (s) a pod evicted for a soft threshold gets."""
+    eviction_pressure_transition_period: float = 300.0
+    """evictionPressureTransitionPeriod (default 5m): a pressure condition stays that long after its
+    signal recovered."""
     cluster_dns: list[str] = field(default_factory=list)
     """clusterDNS / --cluster-dns: nameservers for ClusterFirst pods; empty: they get the host's."""
     cluster_domain: str = "cluster.local"
@@ -248,6 +259,13 @@ class Settings:
     network: NetworkSettings = field(default_factory=NetworkSettings)
     image_gc: ImageGCSettings = field(default_factory=ImageGCSettings)
     container_logs: ContainerLogSettings = field(default_factory=ContainerLogSettings)
+
+    def eviction_thresholds(self) -> list[Threshold]:
+        """Every eviction threshold, hard and soft, with grace periods and minimum reclaims;
+        ValueError when a soft one has no grace period."""
+        c = self.cluster
+        return eviction_thresholds(c.eviction_hard, c.eviction_soft, c.eviction_soft_grace_period,
+                                   c.eviction_minimum_reclaim)
 
     def certificate_dir(self) -> str:
         """The one rule for where the node's certificates live (client, serving, self-signed),

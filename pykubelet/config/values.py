@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from pykubelet.api.eviction import Threshold, parse_thresholds
+from pykubelet.api.eviction import Amount, Threshold, parse_amounts, parse_thresholds
 from pykubelet.api.quantity import integer_quantity
 from pykubelet.api.sysctls import SysctlAllowlist
 from pykubelet.config.settings import AUTHORIZATION_MODES, NETWORK_MODES
@@ -73,6 +73,28 @@ def thresholds(value: Any) -> dict[str, Threshold]:
     if not isinstance(value, dict):
         raise ValueError(f"must be a map of signal to threshold, got {value!r}")
     return parse_thresholds(value)
+
+
+def _signal_map(value: Any) -> dict[str, str]:
+    from pykubelet.config.shapes import string_map  # shapes imports this module
+
+    return string_map(value)
+
+
+def grace_periods(value: Any) -> dict[str, float]:
+    """evictionSoftGracePeriod: signal -> duration (memory.available=1m30s)."""
+    out = {}
+    for signal, text in _signal_map(value).items():
+        seconds = parse_duration(text)
+        if seconds < 0:
+            raise ValueError(f"invalid eviction grace period specified: {text}, must be a positive value")
+        out[signal] = seconds
+    return out
+
+
+def minimum_reclaims(value: Any) -> dict[str, Amount]:
+    """evictionMinimumReclaim: signal -> quantity or percentage (imagefs.available=2Gi)."""
+    return parse_amounts(_signal_map(value))
 
 
 def _signal_threshold(item: str) -> tuple[str, str]:

@@ -1,9 +1,10 @@
 """The host under the agent: resources against evictionHard (the Memory/Disk/PIDPressure
 conditions), the clock, and the certificates the node presents and trusts.
 
-Pressure is measured the way the agent measures it (node/pressure.py): memory.available is
-MemAvailable, nodefs is the root dir's filesystem, imagefs containerd's, pid.available what is
-left of pid_max; each signal is shown with its numbers, so "why DiskPressure?" has an answer.
+Pressure is measured as the agent's eviction manager measures it, from the same figures its
+/stats/summary gives (memory.available is the machine's memory less the root cgroup's working
+set, nodefs the root dir's filesystem, imagefs containerd's, pid.available what is left of
+pid_max); each signal is shown with its numbers, so "why DiskPressure?" has an answer.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from cryptography.x509.oid import NameOID
 
 from pykubelet.api.eviction import Threshold
 from pykubelet.diagnose.checks import FAIL, OK, WARN, Node, size
-from pykubelet.node.hostinfo import meminfo_bytes
-from pykubelet.server.stats import IMAGEFS_DIR
+from pykubelet.node.eviction_signals import observe
+from pykubelet.server.stats import IMAGEFS_DIR, node_signal_stats
 from pykubelet.server.tls import CERT_NAME, SERVING_PREFIX
 
 EXPIRY_WARNING_DAYS = 30
@@ -30,18 +31,8 @@ CONDITIONS = {"MemoryPressure": ("memory.available",),
               "PIDPressure": ("pid.available",)}
 
 
-def _observe(signal: str, root_dir: str) -> tuple[int, int, str]:
-    """(available, capacity, unit) of an eviction signal right now."""
-    if signal == "memory.available":
-        return meminfo_bytes("MemAvailable"), meminfo_bytes("MemTotal"), "bytes"
-    if signal == "pid.available":
-        with open("/proc/sys/kernel/pid_max") as f:
-            pid_max = int(f.read())
-        return pid_max - sum(1 for p in os.listdir("/proc") if p.isdigit()), pid_max, "pids"
-    st = os.statvfs(existing(root_dir if signal.startswith("nodefs") else IMAGEFS_DIR))
-    if signal.endswith("inodesFree"):
-        return st.f_favail, max(st.f_files, 1), "inodes"
-    return st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize, "bytes"
+UNITS = {"memory.available": "bytes", "nodefs.available": "bytes", "imagefs.available": "bytes",
+         "nodefs.inodesFree": "inodes", "imagefs.inodesFree": "inodes", "pid.available": "pids"}
 
 
 def existing(path: str) -> str:
@@ -58,18 +49,19 @@ def _amount(n: float, unit: str) -> str:
 def pressure(node: Node) -> None:
     s = node.settings
     thresholds: dict[str, Threshold] = s.cluster.eviction_hard
+    observed = observe({"node": node_signal_stats(existing(s.root_dir))})
     for condition, signals in CONDITIONS.items():
         lines, crossed, close = [], [], []
         for signal in signals:
             threshold = thresholds.get(signal)
             if threshold is None:
                 continue
-            try:
-                available, capacity, unit = _observe(signal, s.root_dir)
-            except OSError as e:
-                lines.append(f"{signal}: cannot measure: {e}")
+            seen = observed.get(signal)
+            if seen is None:
+                lines.append(f"{signal}: cannot measure it")
                 continue
-            limit = capacity * threshold.percent / 100 if threshold.percent else threshold.quantity
+            available, capacity, unit = seen.available, max(seen.capacity, 1), UNITS[signal]
+            limit = threshold.limit(capacity)
             hard = f"{threshold.percent:g}% = {_amount(limit, unit)}" if threshold.percent else _amount(limit, unit)
             where = f" on {s.root_dir if signal.startswith('nodefs') else IMAGEFS_DIR}" if "fs." in signal else ""
             lines.append(f"{signal}{where}: {_amount(available, unit)} of {_amount(capacity, unit)} "

@@ -19,7 +19,7 @@ from pykubelet.api.times import micro_time, now_rfc3339
 from pykubelet.kube.events import NORMAL, EventRecorder, node_ref
 from pykubelet.node import status as node_status
 from pykubelet.node.hostinfo import HostInfo
-from pykubelet.node.pressure import Threshold, observe
+from pykubelet.node.pressure import Pressure, Threshold
 from pykubelet.util.log import get_logger
 
 log = get_logger(__name__)
@@ -32,13 +32,14 @@ REGISTER_RETRY_MAX = 7.0  # the kubelet's registration back-off tops out at 7 s
 class NodeManager:
     def __init__(self, kube: KubeClient, cri: CRIClient, recorder: EventRecorder, *, node_name: str,
                  host_info: HostInfo, node_ip: str, labels: dict[str, str], max_pods: int,
-                 thresholds: dict[str, Threshold], root_dir: str, imagefs_dir: str, kubelet_version: str,
+                 thresholds: dict[str, Threshold], kubelet_version: str,
                  update_seconds: float, report_seconds: float, lease_seconds: int,
                  agent_errors: Callable[[], list[str]], kubelet_port: int = node_status.KUBELET_PORT,
                  taints: list[dict[str, str]] | None = None, provider_id: str = "",
-                 heartbeat: KubeClient | None = None):
+                 heartbeat: KubeClient | None = None, pressure: Callable[[], Pressure] = Pressure):
         """heartbeat: the client for Lease renewals and status updates (KubeClient.heartbeat_client),
-        so that they never wait behind the agent's other requests; kube by default."""
+        so that they never wait behind the agent's other requests; kube by default. pressure: the
+        eviction manager's conditions now."""
         self.kube = kube
         self.heartbeat = heartbeat or kube
         self.cri = cri
@@ -49,8 +50,7 @@ class NodeManager:
         self.labels = labels
         self.max_pods = max_pods
         self.thresholds = thresholds
-        self.root_dir = root_dir
-        self.imagefs_dir = imagefs_dir
+        self.pressure = pressure
         self.kubelet_version = kubelet_version
         self.update_seconds = update_seconds
         self.report_seconds = report_seconds
@@ -175,7 +175,7 @@ class NodeManager:
         except (cri_errors.CRIError, asyncio.TimeoutError):
             health.runtime_errors.append("container runtime is down")
         health.runtime_errors.extend(self.agent_errors())
-        health.pressure = await asyncio.to_thread(observe, self.thresholds, self.root_dir, self.imagefs_dir)
+        health.pressure = self.pressure()
         return health
 
     def build_status(self, health: node_status.NodeHealth) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """Kubelet-side admission: may this node run the pod next to the ones it already runs?
 
-The kubelet's checks and wording: sysctls first (SysctlForbidden), then the pod's OS (its
-kubernetes.io/os label, then spec.os.name: this node runs linux), then resources (pods, cpu, memory: OutOfpods, OutOfcpu,
+The kubelet's checks and wording: resource pressure first (under MemoryPressure alone a BestEffort
+pod is refused unless it tolerates the memory-pressure taint; under any other pressure every
+pod is; critical pods never are: reason Evicted, "The node had condition: [...]. "), then
+sysctls (SysctlForbidden), then the pod's OS (its kubernetes.io/os label, then spec.os.name: this node runs linux), then resources (pods, cpu, memory: OutOfpods, OutOfcpu,
 OutOfmemory with "Node didn't have enough resource: ..."), then the node name, then host
 ports (reason NodePorts). A rejected pod is Failed with "Pod was rejected: <message>".
 """
@@ -9,14 +11,17 @@ ports (reason NodePorts). A rejected pod is Failed with "Pod was rejected: <mess
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable, Sequence
 
 from pykubelet.api.pod import Pod
 from pykubelet.api.sysctls import FORBIDDEN_REASON, SysctlAllowlist
+from pykubelet.runtime.resources import BEST_EFFORT, is_critical, qos_class
 
 
 NODE_OS = "linux"
 OS_LABEL = "kubernetes.io/os"
+MEMORY_PRESSURE = "MemoryPressure"
+MEMORY_PRESSURE_TAINT = "node.kubernetes.io/memory-pressure"
 
 
 @dataclass(frozen=True)
@@ -51,12 +56,35 @@ def _insufficient(resource: str, requested: int, used: int, capacity: int) -> Re
                                          f"used: {used}, capacity: {capacity}")
 
 
+def _tolerates_no_schedule(toleration: Any, key: str) -> bool:
+    """A toleration of the taint key:NoSchedule (a taint with no value)."""
+    if not isinstance(toleration, dict) or toleration.get("effect") not in (None, "", "NoSchedule"):
+        return False
+    if toleration.get("operator") == "Exists":
+        return toleration.get("key") in (None, "", key)
+    return toleration.get("key") == key and not toleration.get("value")
+
+
+def pressure_rejection(pod: Pod, conditions: Sequence[str]) -> Rejection | None:
+    """The eviction manager's admission: what the node's pressure conditions allow."""
+    if not conditions or is_critical(pod):
+        return None
+    if list(conditions) == [MEMORY_PRESSURE]:
+        tolerations = (pod.raw.get("spec") or {}).get("tolerations") or []
+        if qos_class(pod) != BEST_EFFORT or any(_tolerates_no_schedule(t, MEMORY_PRESSURE_TAINT) for t in tolerations):
+            return None
+    return Rejection("Evicted", f"The node had condition: [{' '.join(conditions)}]. ")
+
+
 def admit(pod: Pod, running: Iterable[Pod], node_name: str, allocatable: Allocatable,
-          sysctls: SysctlAllowlist | None = None) -> Rejection | None:
+          sysctls: SysctlAllowlist | None = None, pressure: Sequence[str] = ()) -> Rejection | None:
     """None if the pod fits; else the first reason the kubelet would give.
 
-    `sysctls`: what pods may set (default: the safe sysctls of this kernel).
+    `sysctls`: what pods may set (default: the safe sysctls of this kernel); `pressure`: the
+    node's pressure conditions now (MemoryPressure, DiskPressure, PIDPressure).
     """
+    if rejection := pressure_rejection(pod, pressure):
+        return rejection
     forbidden = (sysctls or SysctlAllowlist.build()).forbidden(pod.sysctls, pod.host_network, pod.host_ipc)
     if forbidden:
         return Rejection(FORBIDDEN_REASON, forbidden)

@@ -8,7 +8,7 @@ What it decided about each pod is that pod's record (pods/record.py), which its 
 from __future__ import annotations
 
 import asyncio
-from typing import Iterable
+from typing import Callable, Iterable, Sequence
 
 from pykubelet.api.pod import Pod, unsupported_fields
 from pykubelet.api.pod_status import PodStatus
@@ -26,8 +26,9 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 
 class PodDispatcher:
     def __init__(self, deps: WorkerDeps, node_name: str, allocatable: Allocatable,
-                 sysctls: SysctlAllowlist | None = None):
+                 sysctls: SysctlAllowlist | None = None, pressure: Callable[[], Sequence[str]] = tuple):
         self.deps = deps
+        self.pressure = pressure  # the node's pressure conditions now (the eviction manager's), for admission
         self.statuses = deps.statuses
         self.node_name = node_name
         self.allocatable = allocatable
@@ -116,7 +117,7 @@ class PodDispatcher:
         if pod.api_phase in TERMINAL_PHASES:
             return False  # finished before this agent saw it: the kubelet does not run it again
         running = [r.pod for r in self.records if r.pod is not None and r.phase is Phase.SYNCING]
-        rejection = admit(pod, running, self.node_name, self.allocatable, self.sysctls)
+        rejection = admit(pod, running, self.node_name, self.allocatable, self.sysctls, self.pressure())
         if rejection is None:
             ignored = unsupported_fields(pod)
             if ignored:
@@ -132,6 +133,25 @@ class PodDispatcher:
         self.deps.recorder.record(pod_ref(pod.namespace, pod.name, pod.uid), "Warning", rejection.reason, message)
         self.deps.history.rejected(pod, rejection.reason, message)
         return False
+
+    def active_pods(self) -> list[Pod]:
+        """The pods this node runs and has not failed for good: what the eviction manager may evict."""
+        return [r.pod for r in self.records if r.pod is not None and r.phase is Phase.SYNCING and r.evicted is None]
+
+    def evict(self, uid: str, reason: str, message: str, grace: int) -> bool:
+        """Fail the pod for good and have its worker kill it within `grace` seconds (the kubelet's
+        killPodNow for an eviction); False when it no longer runs here."""
+        record = self.records.get(uid)
+        if record is None or record.pod is None or record.phase is not Phase.SYNCING or record.evicted is not None:
+            return False
+        record.evicted, record.evict_grace = (reason, message), grace
+        self.deps.wakeups.wake(uid)
+        return True
+
+    def eviction_done(self, uid: str) -> bool:
+        """Its worker has killed the evicted pod (or the pod is gone)."""
+        record = self.records.get(uid)
+        return record is None or record.evict_grace is None
 
     def housekeeping(self, runtime_uids: Iterable[str], listed: int) -> None:
         """Terminate pods the runtime holds that no source wants; restart missing workers.

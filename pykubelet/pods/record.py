@@ -84,7 +84,10 @@ class PodRecord:
         self.waiting: dict[str, tuple[str, str]] = {}
         """Container name -> (reason, message) it waits with, from the last sync."""
         self.evicted: tuple[str, str] | None = None
-        """(reason, message): Failed for good, its containers killed (its active deadline ran out)."""
+        """(reason, message): Failed for good, its containers killed (its active deadline ran out, or
+        the eviction manager evicted it)."""
+        self.evict_grace: int | None = None
+        """Set with `evicted` until its worker has killed it: the grace period of that kill."""
         self.terminated_mark: int | None = None
         """The runtime cache's mark when its worker finished; until a listing newer than that, the
         runtime may still show the pod, which is then no orphan."""

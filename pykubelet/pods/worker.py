@@ -144,15 +144,20 @@ class PodWorker:
         left = record.start_time + deadline - self.deps.clock()
         if left > 0:
             return left
-        record.evicted = (DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
+        record.evicted, record.evict_grace = (DEADLINE_EXCEEDED, DEADLINE_MESSAGE), pod.termination_grace_period_seconds
         log.info("Pod was active longer than its activeDeadlineSeconds; killing it", pod=pod.full_name,
                  activeDeadlineSeconds=deadline)
         self.deps.recorder.record(pod_ref(pod.namespace, pod.name, pod.uid), NORMAL, *record.evicted)
-        self.deps.probes.stop_restart_probes(self.uid)
-        await self._report_while(asyncio.ensure_future(
-            self.deps.syncer.kill(pod, state, pod.termination_grace_period_seconds)), pod)
-        self._changed_runtime()
         return None
+
+    async def _kill_evicted(self, pod: Pod, state: PodRuntimeState) -> None:
+        """Kill a pod failed for good (record.evicted) within its eviction's grace period, once."""
+        grace = self.record.evict_grace
+        assert grace is not None
+        self.deps.probes.stop_restart_probes(self.uid)
+        await self._report_while(asyncio.ensure_future(self.deps.syncer.kill(pod, state, grace)), pod)
+        self._changed_runtime()
+        self.record.evict_grace = None
 
     async def sync(self) -> float:
         """Run the pod towards its spec (the kubelet's SyncPod); returns the seconds until the next sync."""
@@ -161,6 +166,8 @@ class PodWorker:
         assert pod is not None  # only an orphan has none, and it never syncs
         state = await self._state()
         deadline_in = await self._evict_past_deadline(pod, state)
+        if record.evict_grace is not None:
+            await self._kill_evicted(pod, state)
         if record.evicted is not None:  # Failed for good: nothing runs again, the status stays
             state = await self._state()
             deps.statuses.set(pod, self._status(pod, state, {}))

@@ -135,6 +135,14 @@ class ImageGC:
             self.warn(FREE_DISK_SPACE_FAILED, message)
             raise ImageGCError(message)
 
+    async def delete_unused_images(self) -> None:
+        """Remove every unused image not first seen within imageMinimumGCAge (the kubelet's
+        DeleteUnusedImages: the eviction manager's reclaim of disk before it evicts pods)."""
+        now = self.clock()
+        in_use = await self.detect(now)
+        for candidate in policy.old_enough(policy.eviction_order(self.records, in_use), self.gc.minimum_age, now):
+            await self._remove(candidate, policy.REASON_SPACE)
+
     async def detect(self, now: float) -> set[str]:
         """Look at the runtime's images and containers, update the records; the image IDs in use."""
         images = await self.runtime.list_images()

@@ -50,12 +50,20 @@ def qos_class(pod: Pod) -> str:
     return GUARANTEED if guaranteed and requests == limits else BURSTABLE
 
 
+def priority(pod: Pod) -> int:
+    """spec.priority (set by the apiserver from the priority class); 0 without one."""
+    value = (pod.raw.get("spec") or {}).get("priority")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def is_critical(pod: Pod) -> bool:
+    """types.IsCriticalPod: static, mirror, or of system priority (2000000000 and up)."""
+    return pod.is_static or pod.is_mirror or priority(pod) >= SYSTEM_CRITICAL_PRIORITY
+
+
 def _is_node_critical(pod: Pod) -> bool:
-    """types.IsNodeCriticalPod: a critical pod (static, mirror or system priority) of system-node-critical."""
-    spec = pod.raw.get("spec", {})
-    priority = spec.get("priority")
-    critical = pod.is_static or pod.is_mirror or (isinstance(priority, int) and priority >= SYSTEM_CRITICAL_PRIORITY)
-    return critical and spec.get("priorityClassName") == SYSTEM_NODE_CRITICAL
+    """types.IsNodeCriticalPod: a critical pod of the system-node-critical class."""
+    return is_critical(pod) and (pod.raw.get("spec") or {}).get("priorityClassName") == SYSTEM_NODE_CRITICAL
 
 
 def oom_score_adj(pod: Pod, container: Container, memory_capacity: int) -> int:

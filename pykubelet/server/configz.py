@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pykubelet.api.eviction import Threshold
+from pykubelet.api.eviction import Amount, Threshold
 from pykubelet.config import CONFIG_API_VERSION, CONFIG_KIND, Settings, values
 from pykubelet.config.options import OPTIONS
 
@@ -37,6 +37,10 @@ def _threshold(t: Threshold) -> str:
 def _plain(option, value: Any) -> Any:
     if option.parse in DURATION_PARSERS:
         return go_duration(value)
+    if option.parse is values.grace_periods:
+        return {k: go_duration(v) for k, v in value.items()}
+    if isinstance(value, dict) and value and all(isinstance(v, Amount) for v in value.values()):
+        return {k: f"{v.percent:g}%" if v.percent else str(v.quantity) for k, v in value.items()}
     if isinstance(value, dict) and value and all(isinstance(v, Threshold) for v in value.values()):
         return {k: _threshold(v) for k, v in value.items()}
     return value

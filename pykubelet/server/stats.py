@@ -63,6 +63,29 @@ def memory_stats(when: str, usage: cg.CgroupUsage | None, working_set: int, limi
     return out
 
 
+def node_memory(when: str, usage: cg.CgroupUsage) -> dict[str, Any]:
+    """The node's memory: the root cgroup's working set and what the rest of the machine's memory
+    leaves available (the memory.available eviction signal)."""
+    return memory_stats(when, usage, usage.working_set, cg.memory_capacity())
+
+
+def node_filesystems_and_pids(root_dir: str, when: str, image_fs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The node's root-dir filesystem, image filesystem (its statvfs unless given, with the
+    runtime's usage) and process figures: what the disk and PID eviction signals come from."""
+    return {"fs": {"time": when, **cg.fs_stats(root_dir)},
+            "runtime": {"imageFs": {"time": when, **(cg.fs_stats(IMAGEFS_DIR) if image_fs is None else image_fs)}},
+            "rlimit": {"time": when, "maxpid": cg.max_pid(), "curproc": cg.process_count()}}
+
+
+def node_signal_stats(root_dir: str) -> dict[str, Any]:
+    """The node section of a summary as far as the eviction signals read it, measured now
+    (blocking: /proc, the root cgroup, statvfs)."""
+    when = rfc3339(time.time())
+    usage = cg.cgroup_usage("")
+    return {**({"memory": node_memory(when, usage)} if usage is not None else {}),
+            **node_filesystems_and_pids(root_dir, when)}
+
+
 def network_stats(when: str, interfaces: dict[str, tuple[int, int, int, int]], default: str) -> dict[str, Any]:
     items = [{"name": n, "rxBytes": v[0], "rxErrors": v[1], "txBytes": v[2], "txErrors": v[3]}
              for n, v in sorted(interfaces.items())]
@@ -124,17 +147,14 @@ class SummaryProvider:
     def _node(self, now: float, when: str, image_fs: dict[str, Any] | None, only: bool) -> dict[str, Any]:
         boot = cg.boot_time()
         usage = cg.cgroup_usage("")
-        capacity = cg.memory_capacity()
         node: dict[str, Any] = {"nodeName": self.host.node_name, "systemContainers": [], "startTime": rfc3339(boot)}
         if usage is not None:
             node["cpu"] = cpu_stats(when, usage.cpu_ns, self.rates.rate("node", now, usage.cpu_ns, boot))
-            node["memory"] = memory_stats(when, usage, usage.working_set, capacity)
+            node["memory"] = node_memory(when, usage)
         if only:
             return node
         node["network"] = network_stats(when, cg.net_dev(None), "eth0")
-        node["fs"] = {"time": when, **cg.fs_stats(self.host.settings.root_dir)}
-        node["runtime"] = {"imageFs": {"time": when, **(image_fs or {})}}
-        node["rlimit"] = {"time": when, "maxpid": cg.max_pid(), "curproc": cg.process_count()}
+        node.update(node_filesystems_and_pids(self.host.settings.root_dir, when, image_fs or {}))
         return node
 
     def _pod(self, pod, status: dict[str, Any], by_id: dict[str, api.ContainerStats], pid: int | None, now: float,

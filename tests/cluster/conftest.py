@@ -92,6 +92,14 @@ async def namespace(cluster):
     kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
+# The machine's disk is shared with every tier and other work: its free space says nothing about
+# a test, yet the default disk thresholds (nodefs.available<10%, imagefs.available<15%) would
+# then evict the test's apiserver pods, refuse new ones and remove the machine's images, which
+# cannot be pulled again here. So a cluster-tier agent watches memory only (the default
+# threshold); a test about disk pressure passes its own thresholds (a later flag wins).
+TEST_EVICTION_HARD = "--eviction-hard=memory.available<100Mi"
+
+
 def start_joined_agent(tmp_path: pathlib.Path, *flags: str) -> AgentProcess:
     """pykubelet started as node `pkltest` with a node identity (tmp_path/manifests its static pods)."""
     manifests = tmp_path / "manifests"
@@ -100,7 +108,7 @@ def start_joined_agent(tmp_path: pathlib.Path, *flags: str) -> AgentProcess:
     cluster_sh("node-kubeconfig", NODE, str(kubeconfig), timeout=60)
     # The client CA lets the apiserver in with its kubelet client certificate (logs, exec, stats).
     return AgentProcess(tmp_path, manifests, "--kubeconfig", str(kubeconfig), "--client-ca-file",
-                        str(STATE / "pki" / "ca.crt"), *flags).start()
+                        str(STATE / "pki" / "ca.crt"), TEST_EVICTION_HARD, *flags).start()
 
 
 @pytest.fixture

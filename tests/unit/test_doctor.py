@@ -104,6 +104,23 @@ def test_pressure_names_the_signal_its_numbers_and_the_threshold(tmp_path):
     assert by_title["no MemoryPressure"].status == OK
 
 
+def test_memory_pressure_is_measured_as_the_eviction_manager_measures_it(tmp_path, monkeypatch):
+    """memory.available is the machine's memory less the root cgroup's working set (what the
+    node's MemoryPressure comes from), not /proc/meminfo's MemAvailable."""
+    from pykubelet.server import cgroup_stats
+
+    gib, mib = 2**30, 2**20
+    monkeypatch.setattr(cgroup_stats, "memory_capacity", lambda: 8 * gib)
+    monkeypatch.setattr(cgroup_stats, "cgroup_usage", lambda relative, *a: cgroup_stats.CgroupUsage(
+        1, 8 * gib, 8 * gib - 50 * mib, 0, 0, 0) if relative == "" else None)
+    node = Node(Settings(root_dir=str(tmp_path)), "test")
+    node.settings.cluster.eviction_hard = {"memory.available": Threshold("memory.available", quantity=100 * mib)}
+    doctor_host.pressure(node)
+    (memory,) = node.checks
+    assert (memory.status, memory.title) == (FAIL, "MemoryPressure: memory.available below its evictionHard threshold")
+    assert memory.evidence == ["memory.available: 50.0 MiB of 8.0 GiB (1%); evictionHard 100.0 MiB"]
+
+
 def certificate(path, cn: str, days_left: float, groups: tuple[str, ...] = ()) -> str:
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.timezone.utc)

@@ -12,7 +12,7 @@ HOST = HostInfo(cpus=2, memory_bytes=2**30, ephemeral_storage_bytes=2**34, machi
 
 def manager(kube: FakeKube, **kwargs) -> NodeManager:
     return NodeManager(kube, None, None, node_name="n1", host_info=HOST, node_ip="10.0.0.1", labels={},  # type: ignore[arg-type]
-                       max_pods=110, thresholds={}, root_dir="/tmp", imagefs_dir="/tmp", kubelet_version="v1.36.0",
+                       max_pods=110, thresholds={}, kubelet_version="v1.36.0",
                        update_seconds=10, report_seconds=300, lease_seconds=40, agent_errors=list, **kwargs)
 
 
