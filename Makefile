@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup vm-setup venv control-plane e2e registry addons run test unit kubeadm-test bench soak proto cluster cluster-down conformance install uninstall vagrant-test fresh-check
+.PHONY: setup vm-setup venv control-plane e2e registry addons run test unit kubeadm-test bench soak proto cluster cluster-down conformance conformance-cluster install uninstall vagrant-test fresh-check
 
 setup: venv ## system packages, containerd (our config), CNI, local images, .venv
 	bash tests/bed/setup.sh
@@ -31,6 +31,9 @@ addons: ## CoreDNS, kube-proxy, flannel and metrics-server images built from the
 
 conformance: setup control-plane e2e ## Kubernetes' own [NodeConformance] e2e specs on one pykubelet node; NODE=kubelet: the real kubelet (CONFORMANCE_FOCUS, CONFORMANCE_SKIP, CONFORMANCE_PROCS)
 	$(PY) -m tests.conformance.run
+
+conformance-cluster: setup control-plane e2e addons ## e2e.test's whole [Conformance] suite as certification runs it, on a kubeadm cluster of three pykubelet nodes (flannel, CoreDNS, pykubelet proxy); NODE=kubelet: the real kubelet and kube-proxy (CONFORMANCE_FOCUS, CONFORMANCE_SKIP, CONFORMANCE_PROCS)
+	$(PY) -m tests.conformance.cluster
 
 run: setup ## pykubelet standalone on manifests/, in the foreground
 	$(VENV)/bin/pykubelet --pod-manifest-path manifests

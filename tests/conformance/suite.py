@@ -32,26 +32,38 @@ class Result:
         return f"{self.name}: {self.reason}" if self.reason else self.name
 
 
+@dataclass(frozen=True)
+class Target:
+    """Where the suite runs: the cluster's admin kubeconfig, and what the command is run under
+    (nsenter into a network namespace from which the apiserver, nodes and pods are reached)."""
+
+    kubeconfig: pathlib.Path = ADMIN
+    prefix: tuple[str, ...] = ()
+    extra_args: tuple[str, ...] = ()  # more e2e.test flags
+
+
 def ginkgo_argv(out: pathlib.Path, focus: str, skip: str, procs: int, dry_run: bool = False,
-                timeout: str = SUITE_TIMEOUT) -> list[str]:
-    argv = [str(E2E_BIN / "ginkgo"), f"--procs={procs}", f"--timeout={timeout}", "--no-color",
-            f"--focus={focus}", f"--skip={skip}", f"--output-dir={out}", "--junit-report=junit.xml",
-            "--silence-skips"]
+                timeout: str = SUITE_TIMEOUT, target: Target = Target()) -> list[str]:
+    argv = [*target.prefix, str(E2E_BIN / "ginkgo"), f"--procs={procs}", f"--timeout={timeout}", "--no-color",
+            f"--focus={focus}", f"--output-dir={out}", "--junit-report=junit.xml", "--silence-skips"]
+    if skip:  # an empty --skip would be a pattern that matches, and so skips, every spec
+        argv.append(f"--skip={skip}")
     if dry_run:
         argv.append("--dry-run")
-    return [*argv, str(E2E_BIN / "e2e.test"), "--", f"--kubeconfig={ADMIN}", "--provider=skeleton",
-            f"--report-dir={out}", "--e2e-output-dir", str(out)]
+    return [*argv, str(E2E_BIN / "e2e.test"), "--", f"--kubeconfig={target.kubeconfig}", "--provider=skeleton",
+            f"--report-dir={out}", "--e2e-output-dir", str(out), *target.extra_args]
 
 
-def selected(out: pathlib.Path, focus: str, skip: str) -> list[str]:
+def selected(out: pathlib.Path, focus: str, skip: str, target: Target = Target()) -> list[str]:
     """The specs the selection holds (a dry run: nothing is created)."""
     out.mkdir(parents=True, exist_ok=True)
-    subprocess.run(ginkgo_argv(out, focus, skip, 1, dry_run=True), capture_output=True, text=True, timeout=600)
+    subprocess.run(ginkgo_argv(out, focus, skip, 1, dry_run=True, target=target), capture_output=True, text=True,
+                   timeout=600)
     return [r.name for r in read_junit(out / "junit.xml")]
 
 
 def run(out: pathlib.Path, focus: str, skip: str, procs: int, expected: int,
-        timeout: str = SUITE_TIMEOUT) -> list[Result]:
+        timeout: str = SUITE_TIMEOUT, target: Target = Target()) -> list[Result]:
     """Run the selection with `procs` ginkgo processes; its output goes to out/ginkgo.log, and a
     progress line to stdout every minute."""
     out.mkdir(parents=True, exist_ok=True)
@@ -61,8 +73,8 @@ def run(out: pathlib.Path, focus: str, skip: str, procs: int, expected: int,
     say(f"running {expected} specs with {procs} ginkgo processes (output: {log_path})")
     start = time.monotonic()
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(ginkgo_argv(out, focus, skip, procs, timeout=timeout), stdout=log, stderr=subprocess.STDOUT,
-                                env={**os.environ, "KUBECONFIG": str(ADMIN)})
+        proc = subprocess.Popen(ginkgo_argv(out, focus, skip, procs, timeout=timeout, target=target), stdout=log,
+                                stderr=subprocess.STDOUT, env={**os.environ, "KUBECONFIG": str(target.kubeconfig)})
         while True:
             try:
                 proc.wait(60)

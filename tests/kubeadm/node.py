@@ -35,7 +35,6 @@ from cryptography.hazmat.primitives import serialization
 REPO = Path(__file__).resolve().parents[2]
 BED = REPO / "tests" / "bed"
 K8S_BIN = Path(os.environ.get("PYKUBELET_CACHE", "/var/cache/pykubelet")) / "k8s" / "v1.36.3" / "bin"
-STATE_ROOT = Path("/run/pkl-kubeadm")
 NODES_REAL = Path("/var/lib/pykubelet-nodes")  # containerd-node.sh's roots (real filesystem, not overlaid)
 OVERLAID = ("/etc", "/var/lib", "/var/log", "/opt")
 # Paths under the machine's /run that the nodes' DaemonSets use through hostPath: a per-node tmpfs,
@@ -47,9 +46,20 @@ EMPTY_DIRS = ("/etc/cni/net.d",)
 # as a lock may be; removed by lan_down if the tier made it.
 SHARED_RUN_FILES = ("/run/xtables.lock",)
 CNI_BIN_DIR = "/opt/cni/bin"  # where CNI DaemonSets install their plugins (containerd's default)
-LAN_NS = "pkl-klan"
-LAN_BRIDGE = "klan0"
-SUBNET = "10.251.0"
+
+@dataclass(frozen=True)
+class Lan:
+    """The network a set of nodes shares, and where their state lives on the machine: two sets on
+    different LANs (the kubeadm tier's and a conformance cluster) run side by side."""
+
+    namespace: str  # the network namespace that holds the bridge
+    bridge: str
+    subnet: str  # the /24's first three octets; node i is .(10 + i)
+    state_root: Path  # the nodes' state dirs; its name starts with STATE_PREFIX
+
+
+STATE_PREFIX = "pkl-kubeadm"  # every LAN's state root is /run/<STATE_PREFIX>...: how lan_down sees the others
+KUBEADM_LAN = Lan("pkl-klan", "klan0", "10.251.0", Path("/run") / STATE_PREFIX)
 LABEL_ARG = "--node-labels=pykubelet.test/extra-args=yes"  # an admin's flag in /etc/default/kubelet, to see it applied
 PYKUBELET = f"#!/bin/sh\nexec {sys.executable} -m pykubelet.cli \"$@\"\n"
 
@@ -62,32 +72,48 @@ def run(*argv: str, timeout: float = 120, check: bool = True, **kwargs) -> subpr
     return result
 
 
-def lan_up() -> None:
-    made = STATE_ROOT / "made-on-the-machine"
+def _other_lans_markers(lan: Lan) -> list[Path]:
+    return sorted(p / "made-on-the-machine" for p in Path("/run").glob(f"{STATE_PREFIX}*")
+                  if p != lan.state_root and (p / "made-on-the-machine").exists())
+
+
+def lan_up(lan: Lan = KUBEADM_LAN) -> None:
+    made = lan.state_root / "made-on-the-machine"
     if not made.exists():
-        STATE_ROOT.mkdir(parents=True, exist_ok=True)
+        lan.state_root.mkdir(parents=True, exist_ok=True)
         ours = [p for p in (*PRIVATE_RUN_DIRS, *SHARED_RUN_FILES) if not Path(p).exists()]
+        # The machine's paths are the mount points of every LAN's nodes: removing one takes it from
+        # the nodes of the LANs still up. So the LAN up last holds the list of what to remove, and
+        # hands it on when it goes down first (lan_down).
+        for other in _other_lans_markers(lan):
+            ours += other.read_text().split()
+            other.write_text("")
         made.write_text("".join(f"{p}\n" for p in ours))
         for path in PRIVATE_RUN_DIRS:
             Path(path).mkdir(exist_ok=True)
-    if not Path("/var/run/netns", LAN_NS).exists():
-        run("ip", "netns", "add", LAN_NS)
-        run("ip", "-n", LAN_NS, "link", "add", LAN_BRIDGE, "type", "bridge")
-        run("ip", "-n", LAN_NS, "link", "set", LAN_BRIDGE, "up")
+    if not Path("/var/run/netns", lan.namespace).exists():
+        run("ip", "netns", "add", lan.namespace)
+        run("ip", "-n", lan.namespace, "link", "add", lan.bridge, "type", "bridge")
+        run("ip", "-n", lan.namespace, "link", "set", lan.bridge, "up")
 
 
-def lan_down() -> None:
-    run("ip", "netns", "del", LAN_NS, check=False)
-    made = STATE_ROOT / "made-on-the-machine"
+def lan_down(lan: Lan = KUBEADM_LAN) -> None:
+    run("ip", "netns", "del", lan.namespace, check=False)
+    made = lan.state_root / "made-on-the-machine"
     if made.exists():
-        for path in made.read_text().split():
-            if Path(path).is_dir():
-                Path(path).rmdir()
-            elif Path(path).exists():
-                Path(path).unlink()
+        others = _other_lans_markers(lan)
+        if others:  # a LAN still up: the last one down removes the machine's paths (see lan_up)
+            with open(others[0], "a") as theirs:
+                theirs.write(made.read_text())
+        else:
+            for path in made.read_text().split():
+                if Path(path).is_dir():
+                    Path(path).rmdir()
+                elif Path(path).exists():
+                    Path(path).unlink()
         made.unlink()
     try:
-        STATE_ROOT.rmdir()  # the nodes' state dirs are gone by now
+        lan.state_root.rmdir()  # the nodes' state dirs are gone by now
     except OSError:
         pass
 
@@ -108,18 +134,19 @@ class KubeadmNode:
     extra_args: str = f"{LABEL_ARG} --network-mode=runtime"
     """KUBELET_EXTRA_ARGS in /etc/default/kubelet: the admin's own flags (a label, to see them
     applied; pykubelet's network mode: the cluster's CNI is flannel's DaemonSet)."""
+    lan: Lan = KUBEADM_LAN
     holder: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     pod_uids: set[str] = field(default_factory=set)
     """UIDs of the pods the node ran (their cgroups are removed with the node)."""
 
     @property
     def ip(self) -> str:
-        return f"{SUBNET}.{10 + self.index}"
+        return f"{self.lan.subnet}.{10 + self.index}"
 
     @property
     def state(self) -> Path:
         """Host-visible: the overlays' upper dirs, the node's bin dir, the init system's files."""
-        return STATE_ROOT / self.name
+        return self.lan.state_root / self.name
 
     @property
     def endpoint(self) -> str:
@@ -138,11 +165,12 @@ class KubeadmNode:
     # --- life
     def up(self) -> "KubeadmNode":
         self.down()  # what a killed earlier run left
-        lan_up()
+        lan_up(self.lan)
         run("ip", "netns", "add", self.name)
         port = f"k-{self.name}"[:15]
-        run("ip", "link", "add", port, "netns", LAN_NS, "type", "veth", "peer", "name", "eth0", "netns", self.name)
-        run("ip", "-n", LAN_NS, "link", "set", port, "master", LAN_BRIDGE, "up")
+        run("ip", "link", "add", port, "netns", self.lan.namespace, "type", "veth", "peer", "name", "eth0",
+            "netns", self.name)
+        run("ip", "-n", self.lan.namespace, "link", "set", port, "master", self.lan.bridge, "up")
         run("ip", "-n", self.name, "addr", "add", f"{self.ip}/24", "dev", "eth0")
         run("ip", "-n", self.name, "link", "set", "eth0", "up")
         run("ip", "-n", self.name, "link", "set", "lo", "up")

@@ -1,0 +1,229 @@
+"""The cluster `make conformance-cluster` runs the [Conformance] suite on: a control-plane node
+and two workers, built the way users build one, with the kubeadm tier's machinery.
+
+Each node is a machine-in-a-namespace (tests/kubeadm/node.py: its own network namespace on a LAN,
+its own /etc, /var/lib, /opt and containerd). The cluster is kubeadm's: `kubeadm init` with its
+CoreDNS, flannel's DaemonSet as the CNI, `kubeadm join` of the workers, their kubelet-serving
+certificates approved (serverTLSBootstrap, as the kubeadm tier sets it), and the proxy:
+- pykubelet: every kubelet is pykubelet, and kubeadm's kube-proxy DaemonSet is swapped for the
+  pykubelet-proxy DaemonSet (`make addons`' manifest, on kubeadm's kube-proxy ConfigMap);
+- kubelet: every kubelet is the real kubelet v1.36.3 and the proxy kubeadm's kube-proxy.
+The LAN is not the kubeadm tier's (its tests may run at the same time): its own namespace,
+bridge, subnet, node names and state root.
+
+The suite reaches the cluster from inside the control-plane node's network namespace, where the
+apiserver, the nodes' addresses and (through flannel) the pods' are all routed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from tests import progress
+from tests.bench.kubeadm import REAL_KUBELET
+from tests.conformance import suite
+from tests.conformance.owned import cgroup_hierarchies
+from tests.helpers import run_to_completion, wait_for
+from tests.kubeadm.conftest import (ADDONS, ControlPlane, approve_serving_certificate, daemon_set_ready,
+                                    deployment_available, images_for, join_config, kubeadm, kubeadm_init,
+                                    remove, reset)
+from tests.kubeadm.node import (BED, K8S_BIN, LABEL_ARG, PRIVATE_RUN_DIRS, PYKUBELET, STATE_PREFIX, KubeadmNode, Lan,
+                                lan_down)
+
+LAN = Lan("pkl-clan", "clan0", "10.252.0", Path("/run") / f"{STATE_PREFIX}-conformance")
+NODE_NAMES = ("pkl-conf-cp", "pkl-conf-w1", "pkl-conf-w2")
+WORK = Path("/run/pkl-conformance-cluster")  # the admin kubeconfig: its path marks the suite's processes
+LOCK = Path("/tmp/pkl-conformance-cluster.lock")  # one such run at a time on a machine
+# The real kubelet kills what runs in pod cgroups under its cgroupRoot that it does not know: each
+# node's its own, under one root of the run's (pykubelet needs none: the kubeadm tier's nodes share).
+KUBELET_CGROUP_ROOT = "/pkl-conformance-cluster"
+PATCHES = "/etc/kubeadm-patches"  # on the node: kubeadm's patches directory (the real kubelet's cgroupRoot)
+PROXY = {"pykubelet": "pykubelet-proxy", "kubelet": "kube-proxy"}  # the proxy DaemonSet in kube-system
+
+
+def say(msg: str) -> None:
+    progress.say("conformance-cluster", msg)
+
+
+@dataclass
+class Cluster:
+    kind: str  # "pykubelet" | "kubelet"
+    nodes: list[KubeadmNode] = field(default_factory=list)
+    plane: ControlPlane | None = None
+
+    def __post_init__(self) -> None:
+        if not self.nodes:
+            self.nodes = [node_for(self.kind, name, i + 1) for i, name in enumerate(NODE_NAMES)]
+
+    @property
+    def control_plane(self) -> KubeadmNode:
+        return self.nodes[0]
+
+    @property
+    def workers(self) -> list[KubeadmNode]:
+        return self.nodes[1:]
+
+    @property
+    def admin(self) -> Path:
+        return WORK / "admin.conf"
+
+    def target(self) -> suite.Target:
+        """e2e.test from inside the control plane's network namespace, as the cluster's admin."""
+        return suite.Target(kubeconfig=self.admin,
+                            prefix=("nsenter", f"--net=/var/run/netns/{self.control_plane.name}", "--"),
+                            extra_args=(f"--kubectl-path={K8S_BIN / 'kubectl'}",))
+
+    def lost_private_dirs(self) -> list[str]:
+        """The nodes' own /run dirs (flannel's subnet.env) that are no longer theirs: a tier that
+        removed the machine's mount point under them makes every node share one."""
+        return [f"{node.name}:{path}" for node in self.nodes for path in PRIVATE_RUN_DIRS
+                if node.sh("findmnt", "-n", path, check=False).returncode != 0]
+
+    def describe(self) -> str:
+        return self.plane.describe(*self.nodes) if self.plane else ""
+
+    # ---------------------------------------------------------------- up
+    def up(self) -> None:
+        cp = self.control_plane
+        for node in self.nodes:
+            say(f"node {node.name} ({node.ip}): namespaces, containerd, the e2e test images")
+            if self.kind == "kubelet":
+                make_kubelet_cgroup_root(node.name)
+            node.up()
+            if self.kind == "kubelet":
+                node.sh("sh", "-c", f"mkdir -p {PATCHES} && echo 'cgroupRoot: {kubelet_cgroup_root(node.name)}'"
+                                    f" > {PATCHES}/kubeletconfiguration+merge.yaml")
+            import_e2e_images(node)
+        say(f"kubeadm init on {cp.name}")
+        self.plane = plane = kubeadm_init(cp, patches=PATCHES if self.kind == "kubelet" else "")
+        approve_serving_certificate(plane, cp)
+        if self.kind == "pykubelet":
+            say("kube-proxy's DaemonSet swapped for pykubelet-proxy's")
+            cp.kubectl("delete", "daemonset", "-n", "kube-system", "kube-proxy", "--wait=true", "--timeout=90s")
+            cp.kubectl("apply", "-f", str(ADDONS / "pykubelet-proxy.yaml"))
+        say("flannel")
+        cp.kubectl("apply", "-f", str(ADDONS / "kube-flannel.yml"))
+        extra = {"patches": {"directory": PATCHES}} if self.kind == "kubelet" else {}
+        for node in self.workers:
+            say(f"kubeadm join of {node.name}")
+            images_for(node)
+            kubeadm(node, "join", config=join_config(node, cp, plane.token, plane.ca_hash, **extra))
+            approve_serving_certificate(plane, node)
+            # the tier's mark of a joined node; a conformance cluster's workers carry no taint
+            cp.kubectl("taint", "node", node.name, "pykubelet.test/joined-")
+        self._wait_until_ready()
+        WORK.mkdir(parents=True, exist_ok=True)
+        self.admin.write_bytes(cp.read("/etc/kubernetes/admin.conf"))
+        say("the cluster is up: " + ", ".join(f"{n.name} {n.ip}" for n in self.nodes))
+
+    def _wait_until_ready(self) -> None:
+        plane, count = self.plane, len(self.nodes)
+        assert plane is not None
+        checks = [(lambda: all(plane.node_ready(n.name) for n in self.nodes), "every node Ready"),
+                  (lambda: daemon_set_ready(plane, "kube-flannel", "kube-flannel-ds", count), "flannel on every node"),
+                  (lambda: daemon_set_ready(plane, "kube-system", PROXY[self.kind], count),
+                   f"{PROXY[self.kind]} on every node"),
+                  (lambda: deployment_available(plane, "kube-system", "coredns"), "CoreDNS Ready")]
+        for check, what in checks:
+            run_to_completion(wait_for(check, 300, what, interval=2, describe=self.describe))
+
+    # ---------------------------------------------------------------- down
+    def down(self) -> None:
+        """kubeadm reset and removal of every node, then the LAN and the run's files and cgroups;
+        safe on a half-made cluster."""
+        stop_the_suite()  # an interrupted run's
+        for node in reversed(self.nodes):
+            say(f"removing node {node.name}")
+            if (node.state / "holder.pid").exists():
+                with contextlib.suppress(AssertionError, subprocess.TimeoutExpired):
+                    reset(node)
+            remove(node)
+        lan_down(LAN)
+        remove_kubelet_cgroup_root()
+        shutil.rmtree(WORK, ignore_errors=True)
+
+
+def node_for(kind: str, name: str, index: int) -> KubeadmNode:
+    if kind == "kubelet":
+        return KubeadmNode(name, index, kubelet=REAL_KUBELET, extra_args=LABEL_ARG, lan=LAN)
+    return KubeadmNode(name, index, kubelet=PYKUBELET, lan=LAN)
+
+
+def import_e2e_images(node: KubeadmNode) -> None:
+    """The e2e test images the bed builds (tests/bed/images_e2e.py), into the node's containerd."""
+    socket = node.endpoint.removeprefix("unix://")
+    result = subprocess.run([sys.executable, str(BED / "images_e2e.py")], capture_output=True, text=True,
+                            timeout=1800, env={**os.environ, "CONTAINERD_ADDRESS": socket})
+    if result.returncode != 0:
+        raise RuntimeError(f"images_e2e.py into {node.name} failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}")
+
+
+# ---------------------------------------------------------------- the real kubelet's cgroup roots
+def kubelet_cgroup_root(node_name: str) -> str:
+    return f"{KUBELET_CGROUP_ROOT}/{node_name}"
+
+
+def make_kubelet_cgroup_root(node_name: str) -> None:
+    """The kubelet wants its cgroupRoot to exist before it starts."""
+    for hierarchy in cgroup_hierarchies():
+        if os.path.exists(os.path.join(hierarchy, "cgroup.procs")):
+            os.makedirs(os.path.join(hierarchy, kubelet_cgroup_root(node_name).lstrip("/")), exist_ok=True)
+
+
+def remove_kubelet_cgroup_root() -> None:
+    """rmdir deepest first; a cgroup that still holds a process stays, and is said."""
+    for hierarchy in cgroup_hierarchies():
+        top = os.path.join(hierarchy, KUBELET_CGROUP_ROOT.lstrip("/"))
+        for dirpath, _, _ in sorted(os.walk(top), key=lambda entry: -len(entry[0])):
+            try:
+                os.rmdir(dirpath)
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                say(f"WARNING: cannot remove cgroup {dirpath}: {e.strerror}")
+
+
+# ---------------------------------------------------------------- a killed run's leftovers
+def stop_the_suite() -> list[int]:
+    """ginkgo and e2e.test of this run or a killed one: their command lines name WORK's kubeconfig."""
+    marker = str(WORK).encode() + b"/"
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            with contextlib.suppress(OSError):
+                if marker in Path("/proc", entry, "cmdline").read_bytes():
+                    pids.append(int(entry))
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return pids
+
+
+def remove_leftovers() -> None:
+    """Before a run, under its lock: what a killed run left (its suite's processes, its nodes,
+    LAN and cgroups). Nothing here is another run's: the names are this run's alone."""
+    pids = stop_the_suite()
+    left = [n for n in NODE_NAMES if (LAN.state_root / n).exists() or Path("/var/run/netns", n).exists()]
+    if pids or left or LAN.state_root.exists() or Path("/var/run/netns", LAN.namespace).exists() or WORK.exists():
+        say(f"removing what an earlier run left: processes {pids}, nodes {left}")
+        Cluster("pykubelet").down()  # the kind matters not: down removes by name
+
+
+@contextlib.contextmanager
+def exclusive() -> Iterator[None]:
+    with open(LOCK, "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"another conformance-cluster run holds {LOCK}; waiting for it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
