@@ -1,7 +1,8 @@
 """Where the PLEG's pushed container exits come from (cri/client.py task_events): CRI
 GetContainerEvents on a runtime that streams it (containerd 2.x), containerd's own task events
-on one that answers UNIMPLEMENTED (1.6); and the cgroup driver a RuntimeConfig answer names.
-A real gRPC server on a unix socket plays the runtime."""
+on one that answers UNIMPLEMENTED (1.6), a real gRPC server on a unix socket playing the runtime;
+and the cgroup driver settled at start: RuntimeConfig's replaces cgroupDriver (2.x), else
+cgroupDriver stays and is checked against the runtime's reported configuration (1.6)."""
 
 from __future__ import annotations
 
