@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup vm-setup venv control-plane e2e registry addons run test unit kubeadm-test bench soak proto cluster cluster-down conformance conformance-cluster install uninstall vagrant-test fresh-check
+.PHONY: setup vm-setup venv control-plane e2e registry addons containerd2 run test test-containerd2 unit kubeadm-test bench soak proto cluster cluster-down conformance conformance-cluster install uninstall vagrant-test fresh-check
 
 setup: venv ## system packages, containerd (our config), CNI, local images, .venv
 	bash tests/bed/setup.sh
@@ -29,6 +29,9 @@ registry: ## build the CNCF Distribution registry the image pull tests push priv
 addons: ## CoreDNS, kube-proxy, flannel and metrics-server images built from their Go modules and imported under their upstream names, and pykubelet's own (localhost/pykubelet) for pykubelet-proxy.yaml; their manifests in build/addons/ (cached in /var/cache/pykubelet/addons)
 	bash tests/bed/build-addons.sh
 
+containerd2: ## build containerd 2.x (the current release) from its Go module, for the containerd 2.x tier (once; cached in /var/cache/pykubelet/containerd2)
+	bash tests/bed/build-containerd2.sh
+
 conformance: setup control-plane e2e ## Kubernetes' own [NodeConformance] e2e specs on one pykubelet node; NODE=kubelet: the real kubelet (CONFORMANCE_FOCUS, CONFORMANCE_SKIP, CONFORMANCE_PROCS)
 	$(PY) -m tests.conformance.run
 
@@ -42,8 +45,11 @@ vm-setup: ## qemu, mmdebstrap, Vagrant's insecure key and the Debian 12 image, f
 	bash tests/bed/vm-setup.sh
 	bash tests/bed/vm_image.sh >/dev/null  # built here, not silently inside pytest (cached)
 
-test: setup control-plane e2e registry addons vm-setup ## unit + runtime, cluster, multi-node, kubeadm (with the add-ons), Service, one-VM and a part of the conformance tests against the real containerd and control plane
+test: setup control-plane e2e registry addons containerd2 vm-setup ## unit + runtime, cluster, multi-node, kubeadm (with the add-ons), Service, one-VM and a part of the conformance tests against the real containerd and control plane; a sample of the runtime tests against containerd 2.x
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-containerd2: setup containerd2 ## the runtime tier against containerd 2.x: a containerd of its own (tests/bed/with-containerd2.sh), stopped afterwards
+	bash tests/bed/with-containerd2.sh $(PY) -m pytest tests/runtime $(PYTEST_ARGS)
 
 unit: venv ## only the tests that need no runtime
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

@@ -42,6 +42,7 @@ from pykubelet.runtime.specs import NodeFacts
 from pykubelet.sources.static_files import StaticPodSource
 from pykubelet.util.durations import format_duration
 from pykubelet.util.hostip import default_route_ip
+from pykubelet.util import metrics
 from pykubelet.util.log import get_logger
 from pykubelet.util.tasks import LoopDied, Tasks, after
 
@@ -264,16 +265,27 @@ async def credential_plugins(s: Settings) -> CredentialPlugins | None:
 
 
 async def check_cgroup_driver(s: Settings, cri: CRIClient) -> None:
-    """Refuse to start when our cgroup driver is not the runtime's (runtime/cgroup_driver.py)."""
+    """Adopt the runtime's cgroup driver when it names one (RuntimeConfig), as the kubelet does;
+    otherwise refuse to start when ours is not the one it runs with (runtime/cgroup_driver.py)."""
     from pykubelet.runtime import cgroup_driver
 
+    reported, info = None, {}
     try:
-        reported = await cri.runtime_cgroup_driver()
-        info = {} if reported is not None else dict((await cri.status(verbose=True)).info)
+        try:
+            reported = cgroup_driver.from_runtime_config(await cri.runtime_config())
+        except errors.Unimplemented:
+            metrics.CRI_LOSING_SUPPORT.labels("1.37.0").set(1)
+            log.info("CRI implementation should be updated to support RuntimeConfig. "
+                     "Falling back to using cgroupDriver from kubelet config.")
+            info = dict((await cri.status(verbose=True)).info)
     except errors.CRIError as e:
         log.warning("Could not ask the runtime for its cgroup driver; trusting cgroupDriver", err=str(e))
-        reported, info = None, {}
-    theirs, source = cgroup_driver.runtime_driver(reported, info)
+    except ValueError as e:
+        raise LoopDied(str(e)) from None
+    if reported is not None:
+        log.info("Using cgroup driver setting received from the CRI runtime", cgroupDriver=reported)
+        s.runtime.cgroup_driver = reported
+    theirs, source = cgroup_driver.runtime_driver(None, info) if reported is None else (reported, "")
     problem = cgroup_driver.mismatch(s.runtime.cgroup_driver, theirs, source)
     if problem:
         raise LoopDied(problem)

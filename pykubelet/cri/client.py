@@ -12,6 +12,7 @@ from typing import AsyncIterator, Awaitable, Callable, TypeVar
 import grpc
 
 from pykubelet.cri import errors
+from pykubelet.cri.container_events import container_events
 from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.cri.task_events import task_events
 from pykubelet.cri.v1 import api_pb2_grpc as api_grpc
@@ -43,15 +44,27 @@ class CRIClient:
                                else grpc.aio.insecure_channel(self.image_endpoint, options=options))
         self._runtime = api_grpc.RuntimeServiceStub(self._channel)
         self._images = api_grpc.ImageServiceStub(self._image_channel)
+        self._cri_events: bool | None = None  # whether GetContainerEvents works; None: not tried yet
 
     @property
     def channel(self) -> grpc.aio.Channel:
         """The runtime socket's channel, for containerd's own services on it (events)."""
         return self._channel
 
-    def task_events(self) -> AsyncIterator[str]:
-        """containerd's task exit and OOM events (cri/task_events.py), pushed as they happen."""
-        return task_events(self._channel)
+    async def task_events(self) -> AsyncIterator[str]:
+        """Container exits as they happen, until the stream breaks (a CRIError): CRI
+        GetContainerEvents where the runtime streams it (containerd 2.x), else containerd's own
+        task exit and OOM events (cri/task_events.py: 1.6 has no CRI stream)."""
+        if self._cri_events is not False:
+            try:
+                async for event in container_events(self._runtime):
+                    self._cri_events = True
+                    yield event
+                return
+            except errors.Unimplemented:
+                self._cri_events = False  # asked once: the answer holds for this runtime
+        async for topic in task_events(self._channel):
+            yield topic
 
     async def close(self) -> None:
         await self._channel.close()
@@ -91,14 +104,10 @@ class CRIClient:
     async def status(self, verbose: bool = False) -> api.StatusResponse:
         return await self._call("Status", self._runtime.Status, api.StatusRequest(verbose=verbose))
 
-    async def runtime_cgroup_driver(self) -> int | None:
-        """The cgroup driver the runtime reports (api.SYSTEMD or api.CGROUPFS), None when it has no
-        RuntimeConfig call (containerd before 2.0)."""
-        try:
-            answer = await self._call("RuntimeConfig", self._runtime.RuntimeConfig, api.RuntimeConfigRequest())
-        except errors.Unimplemented:
-            return None
-        return answer.linux.cgroup_driver if answer.HasField("linux") else None
+    async def runtime_config(self) -> api.RuntimeConfigResponse:
+        """The runtime's own configuration the kubelet adopts (its cgroup driver); `Unimplemented`
+        from runtimes without the call (containerd before 2.0)."""
+        return await self._call("RuntimeConfig", self._runtime.RuntimeConfig, api.RuntimeConfigRequest())
 
     async def update_runtime_config(self, pod_cidr: str) -> None:
         config = api.RuntimeConfig(network_config=api.NetworkConfig(pod_cidr=pod_cidr))

@@ -164,14 +164,7 @@ class NodeManager:
             if not self._runtime_version:
                 version = await self.cri.version()
                 self._runtime_version = f"{version.runtime_name}://{version.runtime_version}"
-            for cond in answer.status.conditions:
-                if cond.status:
-                    continue
-                text = f"{cond.type}=false reason:{cond.reason} message:{cond.message}"
-                if cond.type == "NetworkReady":
-                    health.network_errors.append(f"container runtime network not ready: {text}")
-                else:
-                    health.runtime_errors.append(f"container runtime not ready: {text}")
+            node_status.observe_runtime_conditions(health, answer.status.conditions)
         except (cri_errors.CRIError, asyncio.TimeoutError):
             health.runtime_errors.append("container runtime is down")
         health.runtime_errors.extend(self.agent_errors())

@@ -4,7 +4,7 @@ messages, capacity/allocatable, addresses and nodeInfo. Pure functions of what w
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from pykubelet.node.hostinfo import HostInfo
 from pykubelet.node.pressure import Pressure, Threshold
@@ -36,6 +36,21 @@ class NodeHealth:
         if not errs:
             return True, "KubeletReady", "kubelet is posting ready status"
         return False, "KubeletNotReady", errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]"
+
+
+def observe_runtime_conditions(health: NodeHealth, reported: Iterable[Any]) -> None:
+    """The runtime's Status conditions into the node's health, as the kubelet reads them: only
+    RuntimeReady and NetworkReady count, and one that is missing is not ready. Others are the
+    runtime's own news (containerd 2.x reports ContainerdHasNoDeprecationWarnings=false on a
+    cgroup v1 host) and never make the node NotReady."""
+    by_type = {c.type: c for c in reported}
+    for kind, errors, what in (("RuntimeReady", health.runtime_errors, "container runtime not ready"),
+                               ("NetworkReady", health.network_errors, "container runtime network not ready")):
+        cond = by_type.get(kind)
+        if cond is None:
+            errors.append(f"{what}: {kind} not reported")
+        elif not cond.status:
+            errors.append(f"{what}: {kind}=false reason:{cond.reason} message:{cond.message}")
 
 
 def conditions(health: NodeHealth, previous: list[dict[str, Any]], now: str) -> list[dict[str, Any]]:

@@ -4,8 +4,9 @@ A relist lists every sandbox and container (two CRI calls for the whole node) an
 each pod's (id, state) pairs with the last listing (the kubelet's generic PLEG). A pod whose
 listing changed is inspected (the status of its sandboxes and containers) and its worker woken;
 the others keep their cached state. It relists every second as a safety net, at once when
-containerd pushes a task exit or OOM, and at once when a worker waits for a fresher state than
-the cache has (pleg/cache.py).
+the runtime pushes a container exit (CRI GetContainerEvents on containerd 2.x, containerd's task
+exit and OOM events on 1.6), and at once when a worker waits for a fresher state than the cache
+has (pleg/cache.py).
 """
 
 from __future__ import annotations
@@ -110,19 +111,19 @@ class RelistPLEG:
             events.cancel()
 
     async def _follow_task_events(self) -> None:
-        """Kick a relist on every containerd task event; reconnect with back-off if it breaks."""
+        """Kick a relist on every pushed container exit; reconnect with back-off if it breaks."""
         delay = 1.0
         while True:
             try:
                 async for topic in self.runtime.task_events():
-                    log.debug("containerd task event; relisting", topic=topic)
+                    log.debug("Runtime event; relisting", event=topic)
                     self._pushed = True
                     self.cache.wanted.set()
                     delay = 1.0
             except errors.Unimplemented:
-                log.info("Runtime has no containerd event stream; relisting every period only")
+                log.info("Runtime has no event stream; relisting every period only")
                 return
             except errors.CRIError as e:
-                log.debug("containerd event stream broke; reconnecting", err=str(e), retryIn=delay)
+                log.debug("Runtime event stream broke; reconnecting", err=str(e), retryIn=delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 30.0)

@@ -1,12 +1,13 @@
-"""Whether our cgroup driver agrees with the container runtime's, checked once at start.
+"""Our cgroup driver and the container runtime's, settled once at start.
 
 The sandbox's CgroupParent is a path under one driver and a slice name under the other, and
 runc reads it with the runtime's driver: a mismatch fails every pod, each with an error that
-does not say why. So the agent refuses to start on one, with one message naming both sides.
-
-The runtime's driver comes from CRI: the RuntimeConfig call (containerd 2.x and CRI-O answer
-it), else the configuration containerd reports in its verbose Status (1.6 and 1.7 put the
-default runtime's options there: SystemdCgroup). A runtime that reports neither is trusted.
+does not say why. As the kubelet does, a runtime that answers the CRI RuntimeConfig call
+(containerd 2.x, CRI-O) decides: its driver replaces cgroupDriver. One that does not
+(containerd 1.6 and 1.7) leaves cgroupDriver in force, and the agent checks it against the
+configuration containerd reports in its verbose Status (the default runtime's SystemdCgroup):
+on a mismatch it refuses to start, with one message naming both sides. A runtime that reports
+neither is trusted.
 """
 
 from __future__ import annotations
@@ -35,6 +36,17 @@ def from_status_info(info: Mapping[str, str]) -> str | None:
     if runtime.get("runtimeType", "").startswith("io.containerd.runc") or "SystemdCgroup" in options:
         return SYSTEMD if options.get("SystemdCgroup") or config.get("systemdCgroup") else CGROUPFS
     return None
+
+
+def from_runtime_config(answer: api.RuntimeConfigResponse) -> str | None:
+    """The driver a RuntimeConfig answer names; None without a linux section (the kubelet then
+    keeps its own). A value this agent does not know is an error, as in the kubelet."""
+    if not answer.HasField("linux"):
+        return None
+    driver = CRI_DRIVERS.get(answer.linux.cgroup_driver)
+    if driver is None:
+        raise ValueError(f"runtime returned an unknown cgroup driver {answer.linux.cgroup_driver}")
+    return driver
 
 
 def runtime_driver(runtime_config: int | None, status_info: Mapping[str, str]) -> tuple[str | None, str]:

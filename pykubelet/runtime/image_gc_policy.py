@@ -63,7 +63,8 @@ def images_in_use(containers: Iterable[api.Container]) -> set[str]:
 
 def sandbox_image(status_info: Mapping[str, str]) -> str:
     """The sandbox image the runtime's verbose Status names: containerd 1.x `sandboxImage`,
-    2.x `pinnedImages.sandbox`; "" when it names none (another runtime)."""
+    `pinnedImages.sandbox` where a runtime reports it; "" when it names none. (containerd 2.x's
+    Status shows only its runtime half of the config; it marks the sandbox image pinned instead.)"""
     try:
         config = json.loads(status_info.get("config", "") or "{}")
     except ValueError:

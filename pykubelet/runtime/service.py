@@ -30,8 +30,8 @@ class Runtime(Protocol):
     async def container_status(self, container_id: str, verbose: bool = False) -> api.ContainerStatusResponse: ...
 
     def task_events(self) -> AsyncIterator[str]:
-        """Topics of container exits as they happen, until the stream breaks (a CRIError);
-        `Unimplemented` when the runtime has no such stream."""
+        """Container exits as they happen (CRI GetContainerEvents, else containerd's task events),
+        until the stream breaks (a CRIError); `Unimplemented` when the runtime has no such stream."""
         ...
 
     # --- what a worker does to its pod

@@ -21,6 +21,8 @@ REGISTRY = CollectorRegistry(auto_describe=True)
 PROBES_REGISTRY = CollectorRegistry(auto_describe=True)
 
 NODE_NAME = Gauge("kubelet_node_name", "The node's name. The count is always 1.", ["node"], registry=REGISTRY)
+CRI_LOSING_SUPPORT = Gauge("kubelet_cri_losing_support", "the Kubernetes version that the currently running CRI "
+                           "implementation will lose support on if not upgraded.", ["version"], registry=REGISTRY)
 
 RUNTIME_OPERATIONS = Counter("kubelet_runtime_operations", "Cumulative number of runtime operations by operation type.",
                              ["operation_type"], registry=REGISTRY)

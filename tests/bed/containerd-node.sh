@@ -4,7 +4,7 @@
 # the node's host network. Multi-node tests run one per node; anything that needs a
 # containerd of its own (a second test run, a demo) can use one too.
 #
-#   containerd-node.sh up NAME [--netns NS] [--cni-conf-dir DIR] [--cni-bin-dir DIR]
+#   containerd-node.sh up NAME [--netns NS] [--cni-conf-dir DIR] [--cni-bin-dir DIR] [--containerd2]
 #   containerd-node.sh down NAME        stop it, remove its pods' containers, network namespaces and dirs
 #   containerd-node.sh socket NAME      print its CRI endpoint
 #
@@ -14,6 +14,11 @@
 # a network config there); the CNI bin dir to the main config's (Debian's /usr/lib/cni: a
 # node whose CNI DaemonSet installs its plugin into /opt/cni/bin, as flannel's does, passes
 # that). Images come from setup.sh's cache (run `make setup` first).
+#
+# --containerd2 (or PYKUBELET_CONTAINERD=2 in the environment) runs containerd 2.x instead of the
+# machine's 1.6: the binaries build-containerd2.sh builds (built first if missing), with
+# tests/bed/containerd2.toml (config version 3) edited the same way. `down` and `socket` need
+# no option: a node is what it was started as.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -30,15 +35,21 @@ cmd=$1 name=$2; shift 2
 root=/var/lib/pykubelet-nodes/$name
 state=/run/pykubelet-nodes/$name
 sock=$state/containerd.sock
-netns='' conf_dir=$state/net.d bin_dir=''
+netns='' conf_dir=$state/net.d bin_dir='' major=${PYKUBELET_CONTAINERD:-1}
 while [ $# -gt 0 ]; do
     case $1 in
+        --containerd2) major=2; shift ;;
         --netns) netns=$2; shift 2 ;;
         --cni-conf-dir) conf_dir=$2; shift 2 ;;
         --cni-bin-dir) bin_dir=$2; shift 2 ;;
         *) die "unknown option $1" ;;
     esac
 done
+case $major in
+    1|1.*) template=$here/containerd.toml ;;
+    2|2.*) template=$here/containerd2.toml ;;
+    *) die "PYKUBELET_CONTAINERD=$major: use 1 (the machine's containerd) or 2 (containerd 2.x)" ;;
+esac
 
 ctr_ok() { [ -S "$sock" ] && ctr --address "$sock" --connect-timeout 1s --timeout 5s version >/dev/null 2>&1; }
 
@@ -47,7 +58,14 @@ up() {
     if ctr_ok; then echo "unix://$sock"; return; fi
     mkdir -p "$root" "$state" "$conf_dir"
     local snapshotter bin_dir_edit=()
-    [ -n "$bin_dir" ] && bin_dir_edit=(-e "s|^\(\s*bin_dir = \).*|\1\"$bin_dir\"|")
+    if [ "$template" = "$here/containerd2.toml" ]; then
+        # Its binaries come first on the PATH: containerd finds its shim there, and images.py
+        # imports with its ctr. (Debian's shim and ctr are on the PATH too.)
+        bash "$here/build-containerd2.sh" >&2
+        PATH="$(bash "$here/build-containerd2.sh" --bin-dir):$PATH"
+    fi
+    [ -n "$bin_dir" ] && bin_dir_edit=(-e "s|^\(\s*bin_dir = \).*|\1\"$bin_dir\"|"
+                                       -e "s|^\(\s*bin_dirs = \).*|\1[\"$bin_dir\"]|")
     snapshotter="$(sed -n 's/^\s*snapshotter = "\(.*\)"/\1/p' "$main_config" | head -n1)"
     sed -e "s|^root = .*|root = \"$root/containerd\"|" \
         -e "s|^state = .*|state = \"$state/containerd\"|" \
@@ -55,7 +73,7 @@ up() {
         -e "s|^\(\s*conf_dir = \).*|\1\"$conf_dir\"|" \
         "${bin_dir_edit[@]}" \
         -e "s|^\(\s*snapshotter = \).*|\1\"$snapshotter\"|" \
-        "$here/containerd.toml" >"$state/containerd.toml"
+        "$template" >"$state/containerd.toml"
     local launcher=()
     # nsenter, not `ip netns exec`: that one also gives containerd a mount namespace of its own,
     # and the pod netns mounts it makes under /var/run/netns would be invisible to everyone else.

@@ -69,6 +69,7 @@ step make-run      bash -c 'make --no-print-directory VENV="$1" venv &&
                             "$1/bin/python" tests/bed/make_run_check.py --venv "$1"' make-run "$venv"
 step control-plane make --no-print-directory control-plane
 step kube-proxy    bash tests/bed/build-kube-proxy.sh
+step containerd2   make --no-print-directory containerd2
 step e2e           make --no-print-directory e2e
 step registry      make --no-print-directory registry
 step images        "$venv/bin/python" tests/bed/images_control_plane.py --no-import --cache "$PYKUBELET_CACHE"

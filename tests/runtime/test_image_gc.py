@@ -22,7 +22,7 @@ from pykubelet.runtime.image_gc import filesystem_size
 from pykubelet.runtime.image_gc_policy import sandbox_image, usage_percent
 from tests.bed import images as bed_images
 from tests.helpers import wait_for
-from tests.runtime.conftest import BUSYBOX, NODE, main_status, phase, pod_manifest, write_manifest
+from tests.runtime.conftest import BUSYBOX, ENDPOINT, NODE, main_status, phase, pod_manifest, write_manifest
 
 GUARD = f"image-gc-guard-{NODE}"  # a test pod's name: the cri fixture removes it afterwards
 
@@ -59,6 +59,12 @@ async def image_ids(cri: CRIClient) -> set[str]:
     return {image.id for image in await cri.list_images()}
 
 
+@pytest.fixture(autouse=True)
+def ctr_at_the_test_runtime(monkeypatch):
+    """`ctr` (the bed's image imports) talks to the containerd the tests use (PYKUBELET_TEST_ENDPOINT)."""
+    monkeypatch.setenv("CONTAINERD_ADDRESS", ENDPOINT.removeprefix("unix://"))
+
+
 @pytest.fixture
 async def restore_bed_images(cri):
     """Should collection ever take the pause or busybox image, the test bed gets it back."""
@@ -84,7 +90,9 @@ async def victim(cri, tmp_path):
 
 async def test_an_unused_image_is_removed_and_used_pinned_and_sandbox_images_stay(restore_bed_images, agent, cri,
                                                                                  manifests, tmp_path, victim):
-    pause = await cri.image_status(sandbox_image(dict((await cri.status(verbose=True)).info)))
+    # containerd 1.x names its sandbox image in its Status; 2.x does not, and pins the bed's pause image.
+    pause = await cri.image_status(sandbox_image(dict((await cri.status(verbose=True)).info))
+                                   or bed_images.IMAGES["pause"].name)
     busybox = await cri.image_status(BUSYBOX)
     assert pause is not None and busybox is not None, "run `make setup`: the pause and busybox images are missing"
 

@@ -6,9 +6,11 @@ import pytest
 
 from pykubelet.api.eviction import Threshold, parse_thresholds
 from pykubelet.api.quantity import quantity_bytes
+from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.node.hostinfo import HostInfo
 from pykubelet.node.pressure import Pressure
-from pykubelet.node.status import NodeHealth, addresses, capacity_and_allocatable, conditions, node_info, node_labels
+from pykubelet.node.status import (NodeHealth, addresses, capacity_and_allocatable, conditions, node_info, node_labels,
+                                   observe_runtime_conditions)
 
 GI = 2**30
 EARLIER = "2024-05-01T10:00:00Z"
@@ -199,3 +201,19 @@ def test_node_info_reports_the_host_and_versions():
         "osImage": "Debian GNU/Linux 12", "containerRuntimeVersion": "containerd://1.7.13",
         "kubeletVersion": "v1.30.0-pykubelet", "kubeProxyVersion": "", "operatingSystem": "linux",
         "architecture": "amd64"}
+
+
+def test_only_runtime_ready_and_network_ready_count_and_a_missing_one_is_not_ready():
+    health = NodeHealth()
+    # containerd 2.x on a cgroup v1 host: its own deprecation condition is false; the node is Ready.
+    observe_runtime_conditions(health, [api.RuntimeCondition(type="RuntimeReady", status=True),
+                                        api.RuntimeCondition(type="NetworkReady", status=True),
+                                        api.RuntimeCondition(type="ContainerdHasNoDeprecationWarnings",
+                                                             status=False, reason="ContainerdHasDeprecationWarnings")])
+    assert health.ready()[0]
+    observe_runtime_conditions(health, [api.RuntimeCondition(type="NetworkReady", status=False,
+                                                             reason="NetworkPluginNotReady",
+                                                             message="cni plugin not initialized")])
+    assert health.runtime_errors == ["container runtime not ready: RuntimeReady not reported"]
+    assert health.network_errors == ["container runtime network not ready: NetworkReady=false "
+                                     "reason:NetworkPluginNotReady message:cni plugin not initialized"]

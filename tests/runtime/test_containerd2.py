@@ -1,0 +1,89 @@
+"""A sample of the runtime tier on containerd 2.x, in every `make test` (`make test-containerd2` runs
+the whole tier there): a containerd 2.x of the module's own (tests/bed/containerd-node.sh
+--containerd2; built by `make containerd2`), and pykubelet using what 2.x offers: container exits
+pushed through CRI GetContainerEvents, the cgroup driver from RuntimeConfig, the sandbox image
+pinned (the version 3 config's pinned_images), and the node Ready although 2.x reports a
+deprecation condition on this cgroup v1 host."""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+
+import pytest
+
+from pykubelet.cri.client import CRIClient
+from pykubelet.cri.v1 import api_pb2 as api
+from pykubelet.node.status import NodeHealth, observe_runtime_conditions
+from tests.runtime.conftest import NODE, AgentProcess, main_status, phase, pod_manifest, remove_test_pods, \
+    write_manifest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+BED = REPO / "tests" / "bed"
+NAME = "pkl-cd2-sample"
+
+
+def built() -> bool:
+    bin_dir = subprocess.run(["bash", str(BED / "build-containerd2.sh"), "--bin-dir"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+    return (pathlib.Path(bin_dir) / ".stamp").is_file()
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    if not built():
+        pytest.fail("containerd 2.x is not built: run `make containerd2` (tests/bed/build-containerd2.sh)")
+    node = ["bash", str(BED / "containerd-node.sh")]
+    subprocess.run([*node, "down", NAME], capture_output=True, timeout=180)  # a killed run's leftover
+    try:
+        up = subprocess.run([*node, "up", NAME, "--containerd2", "--cni-conf-dir", "/etc/cni/net.d"],
+                            capture_output=True, text=True, timeout=300)
+        assert up.returncode == 0, f"containerd 2.x did not start: {up.stderr[-3000:]}"
+        yield up.stdout.strip().splitlines()[-1]
+    finally:
+        subprocess.run([*node, "down", NAME], capture_output=True, timeout=180)
+
+
+@pytest.fixture
+async def cri2(endpoint):
+    client = CRIClient(endpoint)
+    await remove_test_pods(client)
+    yield client
+    await remove_test_pods(client)
+    await client.close()
+
+
+async def test_it_is_containerd_2_with_the_calls_1_6_lacks(cri2):
+    version = await cri2.version()
+    assert version.runtime_name == "containerd" and version.runtime_version.startswith("v2."), version
+    config = await cri2.runtime_config()
+    assert config.HasField("linux") and config.linux.cgroup_driver == api.CGROUPFS  # SystemdCgroup = false
+    # The sandbox image the image GC must never remove: 2.x's Status no longer names it (1.6's
+    # sandboxImage), it pins the one the version 3 config names, and the GC keeps pinned images.
+    pinned = {tag for image in await cri2.list_images() if image.pinned for tag in image.repo_tags}
+    assert pinned == {"registry.k8s.io/pause:3.9"}, pinned
+    status = await cri2.status(verbose=True)
+    health = NodeHealth()
+    observe_runtime_conditions(health, status.status.conditions)
+    assert health.runtime_errors == [], health.runtime_errors
+
+
+async def test_a_pod_runs_its_exit_is_pushed_and_the_runtimes_driver_is_used(cri2, endpoint, tmp_path):
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    probe = {"exec": {"command": ["true"]}, "periodSeconds": 1}
+    write_manifest(manifests, "serve", pod_manifest("serve", "sleep 3600", readinessProbe=probe))
+    write_manifest(manifests, "quits", pod_manifest("quits", "sleep 2; exit 3", restart_policy="Never"))
+    # --cgroup-driver systemd: RuntimeConfig says cgroupfs, and the runtime's word wins.
+    agent = AgentProcess(tmp_path, manifests, "--v", "4", "--cgroup-driver", "systemd", endpoint=endpoint).start()
+    try:
+        await agent.wait_pod(f"serve-{NODE}", lambda p: main_status(p).get("ready") is True, 60,
+                             "Running and Ready (exec readiness probe)")
+        quits = await agent.wait_pod(f"quits-{NODE}", lambda p: phase(p) == "Failed", 60, "Failed")
+        assert main_status(quits)["state"]["terminated"]["exitCode"] == 3
+        log = agent.log()
+        assert "Using cgroup driver setting received from the CRI runtime" in log, log[-3000:]
+        # The exit came through the CRI stream, not containerd's own events (1.6's path).
+        assert "CONTAINER_STOPPED_EVENT" in log, log[-3000:]
+    finally:
+        agent.shutdown()
