@@ -29,6 +29,7 @@ def _container_state(status: api.ContainerStatus, sandbox_id: str, termination: 
         state=_STATE_NAMES.get(status.state, UNKNOWN),
         restart_count=int(annotations.get(labels.CONTAINER_RESTART_COUNT, status.metadata.attempt) or 0),
         hash=annotations.get(labels.CONTAINER_HASH, ""),
+        hash_without_resources=annotations.get(labels.CONTAINER_HASH_WITHOUT_RESOURCES, ""),
         created_at=status.created_at / NS,
         started_at=status.started_at / NS,
         finished_at=status.finished_at / NS,
