@@ -96,7 +96,7 @@ def build_pod_path(wake: WakePath, runtime: Runtime, settings: PodPathSettings, 
     statuses = StatusManager(kube, mirrors)
     history = PodHistory(clock, cni_chain=settings.cni_chain)
     syncer = PodSyncer(build_sync_parts(runtime, ImageManager(runtime, Backoff(clock=clock)), wake.recorder, history,
-                                        settings.node, api_clients, clock))
+                                        settings.node, api_clients, clock, settings.allocatable))
     probes = ProbeManager(runtime, wake.recorder, wake.wakeups.wake, clock, observe=history.probe)
     deps = WorkerDeps(cache=wake.cache, syncer=syncer, statuses=statuses, recorder=wake.recorder, probes=probes,
                       wakeups=wake.wakeups, host_ip=settings.node.host_ip, resync_seconds=settings.resync_seconds,
