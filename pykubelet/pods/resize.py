@@ -168,6 +168,21 @@ def compute_resize(pod: Pod, state: PodRuntimeState, actuated: Mapping[str, Amou
     return plan
 
 
+def millicores(millis: int) -> str:
+    """A CPU amount as the API writes it: "300m", "1" (Go's canonical DecimalSI)."""
+    return str(millis // 1000) if millis % 1000 == 0 else f"{millis}m"
+
+
+def binary_bytes(amount: int) -> str:
+    """Bytes as the API writes them: "128Mi", "1000" (Go's canonical BinarySI: the largest
+    power of 1024 the amount is a whole multiple of)."""
+    for suffix, size in (("Ei", 1 << 60), ("Pi", 1 << 50), ("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20),
+                         ("Ki", 1 << 10)):
+        if amount and amount % size == 0:
+            return f"{amount // size}{suffix}"
+    return str(amount)
+
+
 def _shares_to_millis(shares: int) -> int:
     return -(-shares * 1000 // SHARES_PER_CPU) if shares >= MIN_SHARES else 0
 
@@ -184,13 +199,13 @@ def status_resources(allocated: Amounts, actual: ActualResources | None, running
     if limits is not None:
         cpu_limit = actual.cpu_quota * 1000 // actual.cpu_period if actual.cpu_period > 0 and actual.cpu_quota > 0 else 0
         if cpu_limit and (cpu_limit > MIN_MILLI_CPU_LIMIT or allocated_numbers.cpu_limit > MIN_MILLI_CPU_LIMIT):
-            limits["cpu"] = f"{cpu_limit}m"
+            limits["cpu"] = millicores(cpu_limit)
         if actual.memory_limit_bytes > 0:
-            limits["memory"] = str(actual.memory_limit_bytes)
+            limits["memory"] = binary_bytes(actual.memory_limit_bytes)
     if requests is not None:
         cpu_request = _shares_to_millis(actual.cpu_shares)
         if cpu_request and (cpu_request > MIN_SHARES or allocated_numbers.cpu_request > MIN_SHARES):
-            requests["cpu"] = f"{cpu_request}m"
+            requests["cpu"] = millicores(cpu_request)
     return out
 
 

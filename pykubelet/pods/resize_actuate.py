@@ -36,13 +36,13 @@ def _amounts(cpu: resize.Numeric, memory: resize.Numeric) -> resize.Amounts:
     """CPU as `cpu` has it, memory as `memory` has it."""
     requests, limits = {}, {}
     if cpu.cpu_request:
-        requests["cpu"] = f"{cpu.cpu_request}m"
+        requests["cpu"] = resize.millicores(cpu.cpu_request)
     if cpu.cpu_limit:
-        limits["cpu"] = f"{cpu.cpu_limit}m"
+        limits["cpu"] = resize.millicores(cpu.cpu_limit)
     if memory.memory_request:
-        requests["memory"] = str(memory.memory_request)
+        requests["memory"] = resize.binary_bytes(memory.memory_request)
     if memory.memory_limit:
-        limits["memory"] = str(memory.memory_limit)
+        limits["memory"] = resize.binary_bytes(memory.memory_limit)
     return {"requests": requests, "limits": limits}
 
 
@@ -80,6 +80,9 @@ class ResizeActuator:
         applied, target = resources.pod_cgroup_resources(current_pod), resources.pod_cgroup_resources(pod)
         await self._check_memory(pod, plan, applied, target)
         parent = specs.pod_cgroup_parent(pod, self.node.cgroup_driver, self.node.kubepods)
+        # Each container's amounts as last applied: the CPU step holds memory where the memory
+        # step just put it.
+        now = {u.name: u.current for updates in plan.updates.values() for u in updates}
         for resource in ("memory", "cpu"):
             updates = plan.updates[resource]
             if not updates:
@@ -88,7 +91,7 @@ class ResizeActuator:
             if grown != applied:
                 applied = await self._set_pod_cgroup(parent, grown)
             for update in updates:
-                await self._update_container(pod, resource, update)
+                now[update.name] = await self._update_container(pod, resource, update, now[update.name])
             shrunk = _stepped(applied, target, resource, growing_only=False)
             if shrunk != applied:
                 applied = await self._set_pod_cgroup(parent, shrunk)
@@ -100,9 +103,11 @@ class ResizeActuator:
             raise ResizeError(f"failed to set the pod cgroup {parent}: {e}") from e
         return wanted
 
-    async def _update_container(self, pod: Pod, resource: str, update: resize.ContainerUpdate) -> None:
+    async def _update_container(self, pod: Pod, resource: str, update: resize.ContainerUpdate,
+                                current: resize.Numeric) -> resize.Numeric:
+        """Returns the container's amounts as now applied."""
         # The resource being resized goes to its new value; the other stays at what it last got.
-        cpu, memory = (update.current, update.desired) if resource == "memory" else (update.desired, update.current)
+        cpu, memory = (current, update.desired) if resource == "memory" else (update.desired, current)
         amounts = _amounts(cpu, memory)
         container = next(c for c in resize.resizable_containers(pod) if c.name == update.name)
         moved = resize.with_allocation(pod, {update.name: amounts})
@@ -114,6 +119,7 @@ class ResizeActuator:
             raise ResizeError(f"failed to update resources of container {container.name}: {e.details}") from e
         await self.state.set_actuated_amounts(pod.uid, update.name, amounts)
         log.info("Resized container in place", pod=pod.full_name, container=update.name, resource=resource)
+        return resize.numeric(amounts)
 
     async def _check_memory(self, pod: Pod, plan: resize.ResizePlan, applied: api.LinuxContainerResources,
                             target: api.LinuxContainerResources) -> None:

@@ -130,7 +130,7 @@ class PodSyncer:
         return result
 
     async def _resize(self, pod: Pod, plan: resize.ResizePlan, result: SyncResult) -> None:
-        result.changed = True  # the runtime reports the new resources
+        result.resized = True  # the runtime reports the new resources
         try:
             await self.parts.resizer.resize(pod, plan)
         except ResizeError as e:

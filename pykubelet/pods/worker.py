@@ -122,8 +122,10 @@ class PodWorker:
             self.record.start_time = state.first_seen() or self.record.seen_at
         return state
 
-    def _changed_runtime(self) -> None:
-        self._fresh_after = self.deps.cache.mark()
+    def _changed_runtime(self, resized: bool = False) -> None:
+        """`resized`: containers' resources changed, which the PLEG's listing does not show."""
+        cache = self.deps.cache
+        self._fresh_after = cache.reinspect(self.uid) if resized else cache.mark()
 
     def _status(self, pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, str]],
                 terminal: bool = False) -> PodStatus:
@@ -200,8 +202,8 @@ class PodWorker:
         result = await deps.syncer.sync(pod, state, probes.unhealthy(self.uid), probes.kill_graces(self.uid),
                                         probes.unstarted(self.uid))
         record.waiting = result.waiting
-        if result.changed:
-            self._changed_runtime()
+        if result.changed or result.resized:
+            self._changed_runtime(resized=result.resized)
             state = await self._state()
         self._resize_progress(pod, state, result.resize_error)
         self._track_probes(pod, state)

@@ -86,7 +86,7 @@ def test_status_resources_read_back_from_the_runtime():
     amounts = resize.container_amounts(pod().containers[0])
     actual = ActualResources(cpu_shares=307, cpu_quota=30000, cpu_period=100000, memory_limit_bytes=128 * MI)
     shown = resize.status_resources(amounts, actual, running=True)
-    assert shown == {"requests": {"cpu": "300m", "memory": "64Mi"}, "limits": {"cpu": "300m", "memory": str(128 * MI)}}
+    assert shown == {"requests": {"cpu": "300m", "memory": "64Mi"}, "limits": {"cpu": "300m", "memory": "128Mi"}}
     assert resize.status_resources(amounts, actual, running=False) == amounts
 
 
@@ -94,3 +94,8 @@ def test_event_message_is_the_kubelets_summary():
     message = resize.event_message("Pod resize started", pod("300m"), 2)
     assert message.startswith('Pod resize started: {"containers":[{"name":"app","resources":{"limits"')
     assert message.endswith('"generation":2}')
+
+
+def test_amounts_are_written_as_the_api_writes_them():
+    assert [resize.millicores(m) for m in (300, 1000, 1500)] == ["300m", "1", "1500m"]
+    assert [resize.binary_bytes(b) for b in (128 * MI, 1000, 1536, 3 << 30)] == ["128Mi", "1000", "1536", "3Gi"]
