@@ -49,7 +49,23 @@ def _read(path: str) -> dict[str, resize.PodAllocation]:
     if not isinstance(data, dict):
         log.error("Ignoring a resource checkpoint that is not an object", path=path)
         return {}
-    return {uid: pods for uid, pods in data.items() if isinstance(pods, dict)}
+    out: dict[str, resize.PodAllocation] = {}
+    for uid, containers in data.items():
+        if isinstance(containers, dict) and all(_valid(a) for a in containers.values()):
+            out[uid] = containers
+        else:  # that pod is taken as admitted with its spec's resources again
+            log.error("Ignoring a malformed entry of a resource checkpoint", path=path, uid=uid)
+    return out
+
+
+def _valid(amounts: object) -> bool:
+    if not isinstance(amounts, dict) or not all(isinstance(amounts.get(k, {}), dict) for k in ("requests", "limits")):
+        return False
+    try:
+        resize.numeric(amounts)
+    except (TypeError, ValueError):
+        return False
+    return all(isinstance(v, str) for kind in amounts.values() if isinstance(kind, dict) for v in kind.values())
 
 
 def _write(path: str, data: bytes) -> None:

@@ -1,13 +1,16 @@
 """On a real control plane and containerd: `kubectl patch --subresource resize` changes a running
 container's CPU and memory in place (its cgroup files show the new values, restartCount stays
-0), a RestartContainer policy restarts it, and a resize the node cannot hold stays pending."""
+0), a RestartContainer policy restarts it, and a resize that does not fit next to the other pods
+stays pending (Deferred)."""
 
 from __future__ import annotations
 
 import json
 import os
 
-from tests.cluster.conftest import apply, kubectl
+from pykubelet.api.quantity import cpu_millis
+from tests.cluster.conftest import apply, kubectl, kubectl_json
+from tests.runtime.conftest import NODE
 from tests.cluster.test_podspec_api import get_pod, pod, running
 from tests.helpers import wait_for
 
@@ -80,12 +83,21 @@ async def test_restart_container_policy_restarts_it_for_memory(node_agent, cri, 
     assert (await cgroup_values(cri, container_id))[1] == 128 * MI
 
 
-async def test_more_cpu_than_the_node_has_stays_pending(node_agent, namespace):
-    apply(guaranteed(namespace, "toobig"))
-    await wait_for(lambda: running(namespace, "toobig"), 60, "the pod running", describe=node_agent.describe, interval=0.5)
-    resized(namespace, "toobig", "1000", "64Mi")
+async def test_more_cpu_than_is_free_stays_pending_as_deferred(node_agent, namespace):
+    # The apiserver itself refuses a resize beyond the node's allocatable ("node didn't have
+    # enough allocatable resources"); the kubelet's part is a resize that fits the node but not
+    # next to the other pods.
+    allocatable = cpu_millis(kubectl_json("get", "node", NODE)["status"]["allocatable"]["cpu"])
+    hog = pod(namespace, "hog", "sleep 3600", resources={"requests": {"cpu": f"{allocatable - 500}m"}})
+    apply([guaranteed(namespace, "toobig"), hog])
+    for name in ("toobig", "hog"):
+        await wait_for(lambda name=name: running(namespace, name), 60, f"{name} running", describe=node_agent.describe,
+                       interval=0.5)
+    resized(namespace, "toobig", "600m", "64Mi")
     await wait_for(lambda: conditions(namespace, "toobig").get("PodResizePending", {}).get("reason") == "Deferred",
                    60, "PodResizePending", describe=node_agent.describe, interval=0.5)
     pending = conditions(namespace, "toobig")["PodResizePending"]
-    assert pending["message"].startswith("Node didn't have enough resource: cpu, requested: 1000000")
+    assert pending["message"].startswith("Node didn't have enough resource: cpu, requested: 600, used: ")
+    assert pending["message"].endswith(f", capacity: {allocatable}") and pending["observedGeneration"] == 2
     assert container_status(namespace, "toobig")["allocatedResources"]["cpu"] == "100m"
+    assert container_status(namespace, "toobig")["restartCount"] == 0

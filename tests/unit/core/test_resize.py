@@ -117,3 +117,12 @@ async def test_a_restarted_agent_neither_resizes_nor_restarts_again(node, tmp_pa
         assert len(again.runtime.updates) == updates and len(again.runtime.started("app")) == 1
     finally:
         await again.stop()
+
+
+async def test_a_malformed_checkpoint_is_ignored_with_the_file_named(node, tmp_path, caplog):
+    root = tmp_path / "root"
+    root.mkdir(exist_ok=True)
+    (root / "allocated_pods_state").write_text('{"uid-web": {"app": {"requests": {"cpu": "lots"}}}, "x": 3}')
+    await running(node)
+    assert node.container()["allocatedResources"]["cpu"] == "100m"
+    assert "allocated_pods_state" in caplog.text and "malformed" in caplog.text
