@@ -73,6 +73,10 @@ class ContainerStatus:
     """None: not reported (ephemeral containers have no probes to say so)."""
     restart_count: int = 0
     last_state: Terminated | None = None
+    allocated_resources: dict[str, str] | None = None
+    """The requests this node allocated to it (None: not reported, for ephemeral containers)."""
+    resources: dict[str, dict[str, str]] | None = None
+    """Its requests and limits as allocated, for a running one as the runtime reads them back."""
 
     @property
     def running(self) -> bool:
@@ -92,6 +96,10 @@ class ContainerStatus:
             out["started"] = self.started
         if self.container_id:
             out["containerID"] = self.container_id
+        if self.allocated_resources:
+            out["allocatedResources"] = dict(self.allocated_resources)
+        if self.resources:
+            out["resources"] = {k: dict(v) for k, v in self.resources.items()}
         return out
 
 
@@ -104,10 +112,14 @@ class PodCondition:
     last_transition_time: str
     reason: str = ""
     message: str = ""
+    observed_generation: int | None = None
+    """The pod generation it speaks of (the resize conditions carry one)."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.type, "status": "True" if self.status else "False",
                                "lastProbeTime": None, "lastTransitionTime": self.last_transition_time or None}
+        if self.observed_generation is not None:
+            out["observedGeneration"] = self.observed_generation
         if self.reason:
             out["reason"] = self.reason
         if self.message:

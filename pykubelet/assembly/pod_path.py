@@ -102,7 +102,8 @@ def build_pod_path(wake: WakePath, runtime: Runtime, settings: PodPathSettings, 
     credentials = PullCredentials(api_clients.objects if api_clients is not None else None,
                                   settings.credential_plugins, NodeDockerConfig(settings.node.root_dir))
     images = ImageManager(runtime, Backoff(clock=clock), credentials)
-    syncer = PodSyncer(build_sync_parts(runtime, images, wake.recorder, history, settings.node, api_clients, clock))
+    syncer = PodSyncer(build_sync_parts(runtime, images, wake.recorder, history, settings.node, api_clients, clock,
+                                        settings.allocatable))
     probes = ProbeManager(runtime, wake.recorder, wake.wakeups.wake, clock, observe=history.probe)
     deps = WorkerDeps(cache=wake.cache, syncer=syncer, statuses=statuses, recorder=wake.recorder, probes=probes,
                       wakeups=wake.wakeups, host_ip=settings.node.host_ip, resync_seconds=settings.resync_seconds,

@@ -176,6 +176,10 @@ class CRIClient:
         request = api.ExecSyncRequest(container_id=container_id, cmd=cmd, timeout=timeout_seconds)
         return await self._call("ExecSync", self._runtime.ExecSync, request, timeout_seconds + self.timeout)
 
+    async def update_container_resources(self, container_id: str, linux: api.LinuxContainerResources) -> None:
+        await self._call("UpdateContainerResources", self._runtime.UpdateContainerResources,
+                         api.UpdateContainerResourcesRequest(container_id=container_id, linux=linux))
+
     async def reopen_container_log(self, container_id: str) -> None:
         """The runtime closes and reopens the container's log file (after a rotation renamed it)."""
         await self._call("ReopenContainerLog", self._runtime.ReopenContainerLog,

@@ -29,6 +29,7 @@ class RuntimeCache:
         self._updated = asyncio.Event()
         self.wanted = asyncio.Event()
         """Set when someone waits for a newer state: the PLEG relists at once."""
+        self._reinspect: set[str] = set()
 
     def uids(self) -> set[str]:
         """The pods the runtime holds anything of."""
@@ -42,6 +43,18 @@ class RuntimeCache:
         """Someone changed the runtime (or terminated a pod): a token for `newer_than`."""
         self.generation += 1
         return self.generation
+
+    def reinspect(self, uid: str) -> int:
+        """A change of the pod that no listing shows (a container's resources updated in place,
+        as the kubelet's resize asks its PLEG to refresh the pod): the next relist inspects the
+        pod anyway. Returns the token for `newer_than`, as `mark` does."""
+        self._reinspect.add(uid)
+        return self.mark()
+
+    def take_reinspect(self) -> set[str]:
+        """The pods to inspect whether or not their listing changed (the PLEG's, at a relist's start)."""
+        taken, self._reinspect = self._reinspect, set()
+        return taken
 
     async def newer_than(self, uid: str, after: int) -> PodRuntimeState:
         """The pod's state from a listing that began after the change marked `after` (0: any listing).

@@ -54,6 +54,7 @@ class RelistPLEG:
 
     async def relist(self) -> None:
         began, wall_began = self.cache.generation, self.clock()
+        forced = self.cache.take_reinspect()
         try:
             sandboxes, containers = await asyncio.gather(self.runtime.list_pod_sandbox(),
                                                          self.runtime.list_containers())
@@ -70,7 +71,7 @@ class RelistPLEG:
         listings = {uid: frozenset((o.id, o.state) for group in objects for o in group)
                     for uid, objects in by_uid.items()}
         changed = [uid for uid in listings.keys() | self._listings.keys()
-                   if listings.get(uid) != self._listings.get(uid)]
+                   if listings.get(uid) != self._listings.get(uid) or uid in forced]
         states: dict[str, PodRuntimeState] = {uid: self.cache.get(uid) for uid in listings}
         inspected = await asyncio.gather(*(inspect_pod(self.runtime, uid, *by_uid[uid], self.root_dir)
                                            for uid in changed if uid in by_uid), return_exceptions=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pykubelet.api.pod import Container, Pod
-from pykubelet.runtime.specs import container_hash
+from pykubelet.runtime.specs import spec_changed
 from pykubelet.runtime.state import CREATED, EXITED, RUNNING, UNKNOWN, ContainerState, PodRuntimeState
 
 
@@ -108,7 +108,7 @@ def _replace_if_needed(pod: Pod, container: Container, latest: ContainerState, s
                        unhealthy: dict[str, str], actions: PodActions) -> None:
     """A running container is killed and started again when its spec changed, it runs in an old
     sandbox, or its liveness or startup probe gave up (then restarted per restartPolicy)."""
-    if latest.hash != container_hash(container):
+    if spec_changed(latest.hash, latest.hash_without_resources, container):
         actions.kill[latest.id] = "Container definition changed"
     elif latest.sandbox_id != sandbox_id:
         actions.kill[latest.id] = "Container runs in an old sandbox"

@@ -76,6 +76,18 @@ def pressure_rejection(pod: Pod, conditions: Sequence[str]) -> Rejection | None:
     return Rejection("Evicted", f"The node had condition: [{' '.join(conditions)}]. ")
 
 
+def resources_fit(pod: Pod, others: list[Pod], allocatable: Allocatable) -> Rejection | None:
+    """The cpu and memory requests against what the other pods request (also a resize's check)."""
+    cpu, memory = _requests(pod)
+    used_cpu = sum(_requests(p)[0] for p in others)
+    used_memory = sum(_requests(p)[1] for p in others)
+    if cpu and used_cpu + cpu > allocatable.cpu_millis:
+        return _insufficient("cpu", cpu, used_cpu, allocatable.cpu_millis)
+    if memory and used_memory + memory > allocatable.memory_bytes:
+        return _insufficient("memory", memory, used_memory, allocatable.memory_bytes)
+    return None
+
+
 def admit(pod: Pod, running: Iterable[Pod], node_name: str, allocatable: Allocatable,
           sysctls: SysctlAllowlist | None = None, pressure: Sequence[str] = ()) -> Rejection | None:
     """None if the pod fits; else the first reason the kubelet would give.
@@ -96,13 +108,8 @@ def admit(pod: Pod, running: Iterable[Pod], node_name: str, allocatable: Allocat
     others = list(running)
     if len(others) + 1 > allocatable.pods:
         return _insufficient("pods", 1, len(others), allocatable.pods)
-    cpu, memory = _requests(pod)
-    used_cpu = sum(_requests(p)[0] for p in others)
-    used_memory = sum(_requests(p)[1] for p in others)
-    if cpu and used_cpu + cpu > allocatable.cpu_millis:
-        return _insufficient("cpu", cpu, used_cpu, allocatable.cpu_millis)
-    if memory and used_memory + memory > allocatable.memory_bytes:
-        return _insufficient("memory", memory, used_memory, allocatable.memory_bytes)
+    if (misfit := resources_fit(pod, others, allocatable)) is not None:
+        return misfit
     if pod.node_name and pod.node_name != node_name:
         return Rejection("NodeName", "Predicate NodeName failed: node(s) didn't match the requested node name")
     used_ports: set[tuple[str, str, int]] = set()

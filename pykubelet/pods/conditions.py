@@ -18,6 +18,8 @@ from pykubelet.api.pod import Pod
 from pykubelet.api.pod_status import ContainerStatus, ForeignCondition, Running, Terminated
 
 KUBELET_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady")
+RESIZE_CONDITIONS = ("PodResizePending", "PodResizeInProgress")
+"""Also the kubelet's: they come from the pod's resize state (pods/resize_state.py), not from here."""
 
 
 @dataclass(frozen=True)
@@ -98,4 +100,4 @@ def not_ours(pod: Pod) -> list[ForeignCondition]:
     status = pod.raw.get("status")
     conditions = status.get("conditions") if isinstance(status, dict) else None
     return [ForeignCondition.of(c) for c in conditions or [] if isinstance(c, dict)
-            and c.get("type") not in (*KUBELET_CONDITIONS, "PodScheduled")]
+            and c.get("type") not in (*KUBELET_CONDITIONS, *RESIZE_CONDITIONS, "PodScheduled")]

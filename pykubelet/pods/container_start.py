@@ -51,7 +51,7 @@ def _error(text: str, container: str, err: str) -> LogLine:
 
 def _restart_key(pod: Pod, container: Container) -> str:
     # Starts with the UID so a pod's entries can be forgotten together.
-    return f"{pod.uid}_{container.name}_{specs.container_hash(container)}"
+    return f"{pod.uid}_{container.name}_{specs.container_hash_without_resources(container)}"
 
 
 def _count_from_logs(log_directory: str, name: str) -> int:

@@ -116,7 +116,9 @@ class PodDispatcher:
     def _admitted(self, pod: Pod) -> bool:
         if pod.api_phase in TERMINAL_PHASES:
             return False  # finished before this agent saw it: the kubelet does not run it again
-        running = [r.pod for r in self.records if r.pod is not None and r.phase is Phase.SYNCING]
+        # The others count with their allocated resources (a resize still pending does not count).
+        allocated = self.deps.syncer.parts.resize_state.pods
+        running = [allocated.get(r.uid, r.pod) for r in self.records if r.pod is not None and r.phase is Phase.SYNCING]
         rejection = admit(pod, running, self.node_name, self.allocatable, self.sysctls, self.pressure())
         if rejection is None:
             ignored = unsupported_fields(pod)

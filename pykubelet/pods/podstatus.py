@@ -17,10 +17,10 @@ from pykubelet.api.pod_status import (
     CONTAINER_ID_SCHEME, Condition, ContainerState, ContainerStatus, PodCondition, PodStatus, Running, Terminated, Waiting,
 )
 from pykubelet.api.times import rfc3339
-from pykubelet.pods import conditions
+from pykubelet.pods import conditions, resize
 from pykubelet.pods.actions import init_done, init_failed, should_restart
 from pykubelet.probes.readiness import without_probe_results
-from pykubelet.runtime.resources import qos_class
+from pykubelet.runtime.resources import qos_class, requests_and_limits
 from pykubelet.runtime.state import EXITED, RUNNING, PodRuntimeState
 from pykubelet.runtime.state import ContainerState as Instance
 
@@ -130,6 +130,21 @@ def _conditions(pod: Pod, state: PodRuntimeState, status: PodStatus, start_time:
     ]
 
 
+def _report_resources(pod: Pod, state: PodRuntimeState, status: PodStatus) -> None:
+    """allocatedResources and resources of each regular and init container (`pod` carries the
+    allocated resources: pods/resize.py)."""
+    by_name = {c.name: c for c in resize.resizable_containers(pod)}
+    for container_status_ in (*status.init_container_statuses, *status.container_statuses):
+        container = by_name[container_status_.name]
+        requests, limits = requests_and_limits(container)
+        amounts = {"requests": {k: str(v) for k, v in requests.items()},
+                   "limits": {k: str(v) for k, v in limits.items()}}
+        latest = state.latest(container.name)
+        container_status_.allocated_resources = amounts["requests"] or None
+        container_status_.resources = resize.status_resources(
+            amounts, latest.resources if latest else None, container_status_.running) or None
+
+
 def pod_status(pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, str]],
                host_ip: str, start_time: float, readiness: Readiness = without_probe_results,
                now: float | None = None, terminal: bool = False,
@@ -149,6 +164,7 @@ def pod_status(pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, s
                        start_time=rfc3339(start_time) or "", qos_class=qos_class(pod))
     for ephemeral in status.ephemeral_container_statuses:
         ephemeral.started = None  # no probes to say so: not reported (the kubelet's)
+    _report_resources(pod, state, status)
     readiness(pod, status)
     # A sidecar the next init container waits for: running, but not started by its probes yet.
     unstarted = {s.runtime_id for s in status.init_container_statuses if s.running and not s.started}

@@ -170,6 +170,10 @@ class SyncResult:
     results: list[StepResult] = field(default_factory=list)
     changed: bool = False
     """Whether the runtime was touched (the state must be read again)."""
+    resized: bool = False
+    """Containers were resized in place: the runtime's state changed where no listing shows it."""
+    resize_error: str = ""
+    """Why an in-place resize failed this time (PodResizeInProgress reason Error)."""
     _sooner: float | None = None  # a retry the worker adds (a mirror pod to create, a deadline)
 
     def add(self, result: StepResult) -> None:

@@ -14,7 +14,9 @@ from pykubelet.cri import errors
 from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.kube.events import NORMAL, WARNING
 from pykubelet.pods.actions import PodActions, compute_pod_actions, is_terminal
+from pykubelet.pods import resize
 from pykubelet.pods.history import PodHistory
+from pykubelet.pods.resize_actuate import ResizeError
 from pykubelet.pods.podstatus import CONTAINER_CREATING
 from pykubelet.pods.step_result import (Action, Event, LogLine, SandboxFacts, StepResult, SyncResult, VolumeFacts,
                                         Waiting)
@@ -28,6 +30,20 @@ from pykubelet.volumes import support as volume_support
 from pykubelet.util.log import get_logger
 
 log = get_logger(__name__)
+
+
+RESIZE_RETRY_SECONDS = 10.0
+
+
+def _merge_restarts(actions: PodActions, plan: resize.ResizePlan) -> None:
+    """Containers whose resize policy asks for a restart are stopped and started like any other
+    (one already being replaced needs nothing more)."""
+    for container_id, why in plan.restart.items():
+        if container_id not in actions.kill:
+            actions.kill[container_id] = why
+    for name in plan.restart_names:
+        if name not in actions.start:
+            actions.start.append(name)
 
 
 class PodSyncer:
@@ -70,6 +86,10 @@ class PodSyncer:
         # 1. What to do, from the spec and the runtime's state alone (pods/actions.py).
         actions = compute_pod_actions(pod, state, unhealthy, unstarted)
         finished = is_terminal(pod, state)
+        # ...and the resize of running containers (pods/resize.py): a RestartContainer policy
+        # makes it a restart, the rest is applied in place at step 5.
+        plan = resize.compute_resize(pod, state, self.parts.resize_state.actuated_of(pod.uid))
+        _merge_restarts(actions, plan)
         # 2. Kill the pod when its sandbox is replaced; stop the sandbox of a pod done for good.
         result.changed = await self._stop_pod(pod, state, actions, finished)
         # 3. Kill the containers that must not run (changed spec, failed probe, old sandbox).
@@ -81,9 +101,12 @@ class PodSyncer:
             await self.api_volumes.teardown(pod)
         elif not stopped_for_good and not await self._mount_volumes(pod, actions.start, result):
             return result
+        # 5. Resize the running containers in place (the kubelet does it before it starts any).
+        if any(plan.updates.values()) and not finished and not actions.kill_pod:
+            await self._resize(pod, plan, result)
         if not actions.start:
             return result
-        # 5. The sandbox: kept, or created (with its back-off).
+        # 6. The sandbox: kept, or created (with its back-off).
         sandbox_config = specs.sandbox_config(pod, actions.attempt, self.node.pod_logs_dir, self.node.dns,
                                               self.node.cgroup_driver, self.node.kubepods)
         sandbox_id, sandbox = actions.sandbox_id, None if actions.create_sandbox else state.sandbox
@@ -93,15 +116,27 @@ class PodSyncer:
                 return result
             sandbox_id, sandbox = created.id, created
             result.changed = True
-        # 6. Start the containers, in order (init containers one at a time: compute_pod_actions).
+        # 7. Start the containers, in order (init containers one at a time: compute_pod_actions).
         pod_ip = the_pod_ip(pod.host_network, sandbox, self.node.host_ip)
         by_name = {c.name: c for c in (*pod.init_containers, *pod.containers, *pod.ephemeral_containers)}
         for name in actions.start:
             container = by_name[name]
             target = state.latest(container.target_container_name) if container.target_container_name else None
-            result.changed |= await self.starter.start(pod, container, state.latest(name), sandbox_id,
-                                                       sandbox_config, pod_ip, result, target)
+            touched = await self.starter.start(pod, container, state.latest(name), sandbox_id,
+                                               sandbox_config, pod_ip, result, target)
+            if touched:  # it runs with its allocated resources: the record a resize starts from
+                await self.parts.resize_state.set_actuated(pod, [name])
+            result.changed |= touched
         return result
+
+    async def _resize(self, pod: Pod, plan: resize.ResizePlan, result: SyncResult) -> None:
+        result.resized = True  # the runtime reports the new resources
+        try:
+            await self.parts.resizer.resize(pod, plan)
+        except ResizeError as e:
+            result.resize_error = str(e)
+            log.warning("Could not resize the pod in place; will retry", pod=pod.full_name, err=str(e))
+            result.retry_after(RESIZE_RETRY_SECONDS)
 
     async def _stop_pod(self, pod: Pod, state: PodRuntimeState, actions: PodActions, finished: bool) -> bool:
         """True if the runtime was touched."""

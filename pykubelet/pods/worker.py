@@ -18,8 +18,9 @@ from pykubelet.api.pod import Pod
 from pykubelet.api.pod_status import PodStatus
 from pykubelet.cri import errors
 from pykubelet.kube import errors as kube_errors
-from pykubelet.kube.events import NORMAL, EventRecorder, pod_ref
+from pykubelet.kube.events import NORMAL, WARNING, EventRecorder, pod_ref
 from pykubelet.pleg.cache import RuntimeCache
+from pykubelet.pods import resize
 from pykubelet.pods.history import PodHistory
 from pykubelet.pods.mirror import MirrorPods
 from pykubelet.pods.podstatus import pod_status
@@ -121,8 +122,10 @@ class PodWorker:
             self.record.start_time = state.first_seen() or self.record.seen_at
         return state
 
-    def _changed_runtime(self) -> None:
-        self._fresh_after = self.deps.cache.mark()
+    def _changed_runtime(self, resized: bool = False) -> None:
+        """`resized`: containers' resources changed, which the PLEG's listing does not show."""
+        cache = self.deps.cache
+        self._fresh_after = cache.reinspect(self.uid) if resized else cache.mark()
 
     def _status(self, pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, str]],
                 terminal: bool = False) -> PodStatus:
@@ -130,9 +133,34 @@ class PodWorker:
         adopted = self.record.syncs == 0 and bool(state.sandboxes or state.containers)
         # A pod the runtime held before this worker (an agent restart): its transitions happened
         # before we looked, so their times come from the runtime (pods/podstatus.py).
-        return pod_status(pod, state, waiting, deps.host_ip, self.record.start_time,
-                          readiness=deps.probes.update_pod_status,
-                          now=None if adopted else deps.clock(), terminal=terminal, evicted=self.record.evicted)
+        status = pod_status(pod, state, waiting, deps.host_ip, self.record.start_time,
+                            readiness=deps.probes.update_pod_status,
+                            now=None if adopted else deps.clock(), terminal=terminal, evicted=self.record.evicted)
+        status.conditions += self.deps.syncer.parts.resize_state.pod_conditions(self.uid, deps.clock())
+        return status
+
+    async def _allocated(self, pod: Pod) -> Pod:
+        """The pod with its allocated resources, a pending resize admitted if it fits now."""
+        allocated, events = await self.deps.syncer.parts.resize_state.allocate(pod)
+        for kind, reason, message in events:
+            self.deps.recorder.record(pod_ref(pod.namespace, pod.name, pod.uid), kind, reason, message)
+        return allocated
+
+    def _resize_progress(self, pod: Pod, state: PodRuntimeState, error: str) -> None:
+        """PodResizeInProgress: an Error while a resize fails; cleared (ResizeCompleted) once
+        every running container runs with its allocated resources."""
+        resize_state = self.deps.syncer.parts.resize_state
+        generation = resize.generation_of(pod)
+        if error:
+            resize_state.resize_error(self.uid, error, generation)
+            self.deps.recorder.record(pod_ref(pod.namespace, pod.name, pod.uid), WARNING, "ResizeError",
+                                      resize.event_message("Pod resize error", pod, generation, error))
+        elif resize.compute_resize(pod, state, resize_state.actuated_of(self.uid)).is_noop():
+            if resize_state.finished(self.uid):
+                self.deps.recorder.record(pod_ref(pod.namespace, pod.name, pod.uid), NORMAL, "ResizeCompleted",
+                                          resize.event_message("Pod resize completed", pod, generation))
+        else:
+            resize_state.in_progress(self.uid, generation)
 
     async def _evict_past_deadline(self, pod: Pod, state: PodRuntimeState) -> float | None:
         """spec.activeDeadlineSeconds, counted from the pod's start time: once it has run out the
@@ -162,8 +190,8 @@ class PodWorker:
     async def sync(self) -> float:
         """Run the pod towards its spec (the kubelet's SyncPod); returns the seconds until the next sync."""
         record, deps = self.record, self.deps
-        pod = record.pod
-        assert pod is not None  # only an orphan has none, and it never syncs
+        assert record.pod is not None  # only an orphan has none, and it never syncs
+        pod = await self._allocated(record.pod)  # it runs with its allocated resources
         state = await self._state()
         deadline_in = await self._evict_past_deadline(pod, state)
         if record.evict_grace is not None:
@@ -181,9 +209,10 @@ class PodWorker:
         result = await deps.syncer.sync(pod, state, probes.unhealthy(self.uid), probes.kill_graces(self.uid),
                                         probes.unstarted(self.uid))
         record.waiting = result.waiting
-        if result.changed:
-            self._changed_runtime()
+        if result.changed or result.resized:
+            self._changed_runtime(resized=result.resized)
             state = await self._state()
+        self._resize_progress(pod, state, result.resize_error)
         self._track_probes(pod, state)
         status = self._status(pod, state, result.waiting)
         deps.statuses.set(pod, status)
@@ -265,5 +294,6 @@ class PodWorker:
             except kube_errors.KubeError as e:
                 log.warning("Could not delete the mirror pod", pod=pod.full_name, err=str(e))
         deps.probes.retain(self.uid, set())
+        await deps.syncer.parts.resize_state.remove(self.uid)
         if pod is None or not pod.deletion_timestamp:
             deps.statuses.remove(self.uid)  # a deleted pod's final status goes with its final DELETE

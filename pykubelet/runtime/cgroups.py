@@ -107,6 +107,20 @@ def pod_cgroup_relative(uid: str, root: str = CGROUP_ROOT, kubepods: str = KUBEP
     return next((r for r in _candidates(uid, kubepods) if os.path.isdir(os.path.join(hierarchy, r))), None)
 
 
+def pod_memory_usage(uid: str, root: str = CGROUP_ROOT, kubepods: str = KUBEPODS) -> int | None:
+    """The bytes the pod's cgroup uses now (v1 memory.usage_in_bytes, v2 memory.current), if known."""
+    relative = pod_cgroup_relative(uid, root, kubepods)
+    if relative is None:
+        return None
+    unified = is_unified(root)
+    hierarchy = root if unified else os.path.join(root, "memory")
+    try:
+        with open(os.path.join(hierarchy, relative, "memory.current" if unified else "memory.usage_in_bytes")) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
 def _pod_uid(name: str) -> str | None:
     """The UID in a pod cgroup's directory name, either layout."""
     if name.startswith("pod") and not name.endswith(SLICE):

@@ -11,7 +11,7 @@ from pykubelet.cri import errors
 from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.runtime import labels
 from pykubelet.runtime.service import Runtime
-from pykubelet.runtime.state import CREATED, EXITED, RUNNING, UNKNOWN, ContainerState, PodRuntimeState, SandboxState
+from pykubelet.runtime.state import ActualResources, CREATED, EXITED, RUNNING, UNKNOWN, ContainerState, PodRuntimeState, SandboxState
 from pykubelet.runtime.termination import termination_message
 
 _STATE_NAMES = {api.CONTAINER_RUNNING: RUNNING, api.CONTAINER_EXITED: EXITED,
@@ -29,6 +29,7 @@ def _container_state(status: api.ContainerStatus, sandbox_id: str, termination: 
         state=_STATE_NAMES.get(status.state, UNKNOWN),
         restart_count=int(annotations.get(labels.CONTAINER_RESTART_COUNT, status.metadata.attempt) or 0),
         hash=annotations.get(labels.CONTAINER_HASH, ""),
+        hash_without_resources=annotations.get(labels.CONTAINER_HASH_WITHOUT_RESOURCES, ""),
         created_at=status.created_at / NS,
         started_at=status.started_at / NS,
         finished_at=status.finished_at / NS,
@@ -41,7 +42,17 @@ def _container_state(status: api.ContainerStatus, sandbox_id: str, termination: 
         grace_seconds=int(annotations.get(labels.POD_TERMINATION_GRACE, "") or DEFAULT_GRACE_SECONDS),
         log_path=status.log_path,
         pre_stop=annotations.get(labels.PRE_STOP_HANDLER, ""),
+        resources=_actual_resources(status),
     )
+
+
+def _actual_resources(status: api.ContainerStatus) -> ActualResources | None:
+    """What the runtime says the container runs with (CRI ContainerStatus.resources, which
+    containerd fills for a running container); None when it says nothing."""
+    if not status.HasField("resources") or not status.resources.HasField("linux"):
+        return None
+    linux = status.resources.linux
+    return ActualResources(linux.cpu_shares, linux.cpu_quota, linux.cpu_period, linux.memory_limit_in_bytes)
 
 
 async def inspect_pod(runtime: Runtime, uid: str, sandboxes: Iterable[api.PodSandbox],

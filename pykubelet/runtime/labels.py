@@ -16,6 +16,9 @@ POD_UID = "io.kubernetes.pod.uid"
 CONTAINER_NAME = "io.kubernetes.container.name"
 
 CONTAINER_HASH = "io.kubernetes.container.hash"
+# The spec's hash without its resources (the key the kubelet used for it from v1.27 to v1.31):
+# what says a running container must be replaced, so that a resize does not replace it.
+CONTAINER_HASH_WITHOUT_RESOURCES = "io.kubernetes.container.hashWithoutResources"
 CONTAINER_RESTART_COUNT = "io.kubernetes.container.restartCount"
 CONTAINER_PORTS = "io.kubernetes.container.ports"
 TERMINATION_MESSAGE_PATH = "io.kubernetes.container.terminationMessagePath"
@@ -35,9 +38,11 @@ def container_labels(pod: Pod, container: Container) -> dict[str, str]:
     return {POD_NAME: pod.name, POD_NAMESPACE: pod.namespace, POD_UID: pod.uid, CONTAINER_NAME: container.name}
 
 
-def container_annotations(pod: Pod, container: Container, container_hash: str, restart_count: int) -> dict[str, str]:
+def container_annotations(pod: Pod, container: Container, container_hash: str, hash_without_resources: str,
+                          restart_count: int) -> dict[str, str]:
     annotations = {
         CONTAINER_HASH: container_hash,
+        CONTAINER_HASH_WITHOUT_RESOURCES: hash_without_resources,
         CONTAINER_RESTART_COUNT: str(restart_count),
         TERMINATION_MESSAGE_PATH: container.raw.get("terminationMessagePath") or DEFAULT_TERMINATION_MESSAGE_PATH,
         TERMINATION_MESSAGE_POLICY: container.raw.get("terminationMessagePolicy") or "File",

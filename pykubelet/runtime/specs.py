@@ -47,10 +47,35 @@ def pod_log_directory(logs_root: str, pod: Pod) -> str:
     return paths.pod_log_dir(logs_root, pod.namespace, pod.name, pod.uid)
 
 
-def container_hash(container: Container) -> str:
-    """Changes whenever the container's spec does; a running container with another hash is replaced."""
-    canonical = json.dumps(container.raw, sort_keys=True, separators=(",", ":"))
+def _hash(fields: dict) -> str:
+    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:8]
+
+
+RESIZABLE_FIELDS = ("resources", "resizePolicy")
+"""What the pods/resize subresource may change on a running container: never a reason to replace it."""
+
+
+def container_hash(container: Container) -> str:
+    """The whole spec's hash, as every container has recorded it (io.kubernetes.container.hash)."""
+    return _hash(container.raw)
+
+
+def container_hash_without_resources(container: Container) -> str:
+    """The spec's hash without what a resize changes: a running container whose recorded one
+    differs is replaced; a resize is applied in place (pods/resize.py)."""
+    return _hash({k: v for k, v in container.raw.items() if k not in RESIZABLE_FIELDS})
+
+
+def spec_changed(recorded_hash: str, recorded_hash_without_resources: str, container: Container) -> bool:
+    """Whether a container created with these recorded hashes no longer matches its spec.
+
+    A container made before the hash without resources existed carries only the whole spec's
+    hash: it is compared by that one, so an agent upgrade replaces no container (only a resize
+    of such a container replaces it, as the agent that made it would have)."""
+    if recorded_hash_without_resources:
+        return recorded_hash_without_resources != container_hash_without_resources(container)
+    return recorded_hash != container_hash(container)
 
 
 def _namespace_options(pod: Pod) -> api.NamespaceOption:
@@ -128,7 +153,8 @@ def container_config(pod: Pod, container: Container, image_ref: str, restart_cou
         envs=[api.KeyValue(key=name, value=value.encode()) for name, value in env],
         mounts=mounts or [],
         labels=labels.container_labels(pod, container),
-        annotations=labels.container_annotations(pod, container, container_hash(container), restart_count),
+        annotations=labels.container_annotations(pod, container, container_hash(container),
+                                                 container_hash_without_resources(container), restart_count),
         log_path=paths.container_log_path(container.name, restart_count),
         stdin=container.stdin,
         tty=container.tty,

@@ -26,6 +26,16 @@ class SandboxState:
 
 
 @dataclass(frozen=True)
+class ActualResources:
+    """A container's cgroup settings as the runtime reports them (CRI's LinuxContainerResources)."""
+
+    cpu_shares: int = 0
+    cpu_quota: int = 0
+    cpu_period: int = 0
+    memory_limit_bytes: int = 0
+
+
+@dataclass(frozen=True)
 class ContainerState:
     id: str
     name: str
@@ -45,6 +55,10 @@ class ContainerState:
     log_path: str = ""
     pre_stop: str = ""
     """The preStop handler the container recorded (JSON), for when its pod spec is gone."""
+    hash_without_resources: str = ""
+    """"" for a container made before the agent recorded it (runtime/specs.py:spec_changed)."""
+    resources: ActualResources | None = None
+    """The Linux resources the runtime reports it runs with; None when the runtime does not say."""
 
 
 @dataclass

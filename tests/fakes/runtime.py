@@ -52,6 +52,8 @@ class FakeRuntime:
         self.stops: list[tuple[str, int, float]] = []  # (container name, grace, when)
         self.starts: list[tuple[str, float]] = []  # (container name, when): what GC removed too
         self.calls: list[str] = []
+        self.updates: list[tuple[str, api.LinuxContainerResources]] = []  # (container name, what it was set to)
+        self.memory_usage: dict[str, int] = {}  # container name -> bytes its stats report
         self._failures: dict[str, list[errors.CRIError]] = {}
         self._ids = itertools.count(1)
         self._ips = itertools.count(2)
@@ -188,7 +190,8 @@ class FakeRuntime:
         self.containers[container_id] = api.ContainerStatus(
             id=container_id, metadata=config.metadata, state=api.CONTAINER_CREATED, created_at=self._now(),
             image=config.image, image_ref=config.image.image, labels=config.labels, annotations=config.annotations,
-            log_path=log_path, mounts=config.mounts)
+            log_path=log_path, mounts=config.mounts,
+            resources=api.ContainerResources(linux=config.linux.resources))
         self.container_sandbox[container_id] = sandbox_id
         return container_id
 
@@ -224,6 +227,20 @@ class FakeRuntime:
         self.execs.append((self._container(container_id).metadata.name, list(cmd)))
         code, out = self.exec_results.get(cmd[0] if cmd else "", (0, b""))
         return api.ExecSyncResponse(exit_code=code, stdout=out)
+
+    async def update_container_resources(self, container_id: str, linux: api.LinuxContainerResources) -> None:
+        self._call("UpdateContainerResources")
+        status = self._container(container_id)
+        self.updates.append((status.metadata.name, linux))
+        status.resources.linux.CopyFrom(linux)
+
+    async def list_container_stats(self, label_selector: dict[str, str] | None = None) -> list[api.ContainerStats]:
+        self._call("ListContainerStats")
+        return [api.ContainerStats(attributes=api.ContainerAttributes(id=c.id, metadata=c.metadata, labels=c.labels),
+                                   memory=api.MemoryUsage(usage_bytes=api.UInt64Value(
+                                       value=self.memory_usage.get(c.metadata.name, 0))))
+                for c in self.containers.values()
+                if c.state == api.CONTAINER_RUNNING and self._matches(c.labels, label_selector)]
 
     # --- images
     async def image_status(self, image: str) -> api.Image | None:

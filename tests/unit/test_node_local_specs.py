@@ -163,11 +163,11 @@ def test_containers_record_their_termination_message_settings_and_pre_stop_hook(
         "name": "app", "image": "b", "terminationMessagePath": "/tmp/why",
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "lifecycle": {"preStop": {"sleep": {"seconds": 5}}}}]}}, where="t")
-    annotations = labels.container_annotations(p, p.containers[0], "h", 0)
+    annotations = labels.container_annotations(p, p.containers[0], "h", "h2", 0)
     assert annotations[labels.TERMINATION_MESSAGE_PATH] == "/tmp/why"
     assert annotations[labels.TERMINATION_MESSAGE_POLICY] == "FallbackToLogsOnError"
     assert annotations[labels.PRE_STOP_HANDLER] == '{"sleep": {"seconds": 5}}'
-    plain = labels.container_annotations(pod(), pod().containers[0], "h", 0)
+    plain = labels.container_annotations(pod(), pod().containers[0], "h", "h2", 0)
     assert plain[labels.TERMINATION_MESSAGE_PATH] == "/dev/termination-log"
     assert labels.PRE_STOP_HANDLER not in plain
 
