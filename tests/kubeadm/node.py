@@ -107,8 +107,8 @@ def lan_down(lan: Lan = KUBEADM_LAN) -> None:
                 theirs.write(made.read_text())
         else:
             for path in made.read_text().split():
-                if Path(path).is_dir():
-                    Path(path).rmdir()
+                if Path(path).is_dir():  # what a pod wrote to it (not to its node's mount) goes too
+                    shutil.rmtree(path, ignore_errors=True)
                 elif Path(path).exists():
                     Path(path).unlink()
         made.unlink()
