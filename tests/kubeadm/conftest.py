@@ -185,7 +185,7 @@ def approve_serving_certificate(plane: ControlPlane, node: KubeadmNode) -> None:
         if pending:
             plane.node.kubectl("certificate", "approve", *pending, check=False)
         return node.exists(SERVING_CERTIFICATE)
-    run_to_completion(wait_for(approved_and_in_place, 90, f"the kubelet-serving certificate of {node.name}",
+    run_to_completion(wait_for(approved_and_in_place, 180, f"the kubelet-serving certificate of {node.name}",
                                interval=1, describe=lambda: plane.describe(node)))
 
 
