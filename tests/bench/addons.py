@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 from tests.bench.kubeadm import (BENCH_CGROUP_ROOT, REAL_KUBELET, make_bench_cgroups, print_comparison,
                                  remove_bench_cgroups)
@@ -26,16 +27,18 @@ from tests.kubeadm.conftest import (ADDONS, ControlPlane, approve_serving_certif
                                     deployment_available, images_for, join_config, kubeadm, kubeadm_init,
                                     ready_condition,
                                     remove, reset)
-from tests.kubeadm.node import LABEL_ARG, PYKUBELET, KubeadmNode, lan_down
+from tests.kubeadm.node import LABEL_ARG, STATE_PREFIX, KubeadmNode, Lan, lan_down
 
 PATCHES = "/etc/kubeadm-patches"
+# A LAN of its own: the kubeadm tier's tests can run beside it
+LAN = Lan("pkl-blan", "blan0", "10.253.0", Path("/run") / f"{STATE_PREFIX}-bench")
 METRICS = ("kubectl apply -f kube-flannel.yml → all nodes Ready", "kubeadm init → CoreDNS Ready")
 
 
 def node_for(kind: str, name: str, index: int) -> KubeadmNode:
     if kind == "kubelet":
-        return KubeadmNode(name, index, kubelet=REAL_KUBELET, extra_args=LABEL_ARG)
-    return KubeadmNode(name, index)
+        return KubeadmNode(name, index, kubelet=REAL_KUBELET, extra_args=LABEL_ARG, lan=LAN)
+    return KubeadmNode(name, index, lan=LAN)
 
 
 def patch_cgroup_root(node: KubeadmNode) -> None:
@@ -77,7 +80,7 @@ def one_run(kind: str) -> dict[str, float]:
             if node.holder is not None:
                 reset(node)
             remove(node)
-        lan_down()
+        lan_down(LAN)
         if kind == "kubelet":
             remove_bench_cgroups()
 
