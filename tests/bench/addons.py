@@ -64,7 +64,8 @@ def one_run(kind: str) -> dict[str, float]:
         approve_serving_certificate(plane, worker)
         for node in (cp, worker):
             run_to_completion(wait_for(lambda: ready_condition(plane, node.name).get("status") == "False", 120,
-                                       f"{node.name} registered and NotReady", interval=0.5))
+                                       f"{node.name} registered and NotReady", interval=0.5,
+                                       describe=lambda: plane.describe(cp, worker)))
         run_to_completion(wait_for(lambda: daemon_set_ready(plane, "kube-system", "kube-proxy", 2), 180,
                                    "kube-proxy running on both nodes", interval=0.5, describe=plane.describe))
         applied = time.monotonic()
