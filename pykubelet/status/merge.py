@@ -6,7 +6,7 @@ static pod. So an agent restart changes none of these:
 - `startTime` never changes once set;
 - a condition whose status did not change keeps its `lastTransitionTime`;
 - a container the runtime holds nothing of (yet) keeps its `restartCount` and `lastState`, and
-  a terminated state stays terminated.
+  a terminated state stays terminated (regular, init and ephemeral containers alike).
 
 Why on the v1 JSON (dicts) and not on the typed PodStatus: the previous status is the
 apiserver's as often as ours, and the status manager re-bases a status it already stored (sent
@@ -50,7 +50,7 @@ def carry_over(previous: Status | None, status: Status) -> Status:
         old = before.get(condition["type"])
         if old is not None and old.get("status") == condition["status"] and old.get("lastTransitionTime"):
             condition["lastTransitionTime"] = old["lastTransitionTime"]
-    for key in ("containerStatuses", "initContainerStatuses"):
+    for key in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"):
         if key in status and previous.get(key):
             status[key] = _carry_containers(status[key], previous[key])
     return status

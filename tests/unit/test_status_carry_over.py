@@ -68,6 +68,21 @@ def test_a_terminated_container_the_runtime_lost_stays_terminated():
     assert statuses.get("u1")["containerStatuses"] == raw["status"]["containerStatuses"]
 
 
+def test_a_terminated_ephemeral_container_the_runtime_lost_stays_terminated():
+    """The apiserver refuses a terminated ephemeral container turned back to waiting (found by a
+    restarted agent finishing a deleted pod that had run `kubectl debug`)."""
+    raw = listed_pod({"running": {"startedAt": EARLIER}})
+    raw["spec"]["ephemeralContainers"] = [{"name": "debugger", "image": "busybox:1.36"}]
+    raw["status"]["ephemeralContainerStatuses"] = [{
+        "name": "debugger", "image": "busybox:1.36", "imageID": "sha256:abc", "ready": False, "restartCount": 0,
+        "containerID": "containerd://dbg", "lastState": {},
+        "state": {"terminated": {**EXITED, "containerID": "containerd://dbg"}}}]
+    pod, status = computed(raw)
+    statuses = StatusManager()
+    statuses.set(pod, status)
+    assert statuses.get("u1")["ephemeralContainerStatuses"] == raw["status"]["ephemeralContainerStatuses"]
+
+
 def test_the_pod_list_serves_each_pod_with_its_status_and_shares_nothing_with_the_pod():
     raw = listed_pod({"running": {"startedAt": EARLIER}})
     pod, status = computed(raw)
