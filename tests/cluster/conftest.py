@@ -115,11 +115,13 @@ def start_joined_agent(tmp_path: pathlib.Path, *flags: str) -> AgentProcess:
 async def node_agent(cluster, cri, tmp_path: pathlib.Path):  # noqa: F811
     """pykubelet joined to the cluster as node `pkltest`, with a node identity, until it is Ready."""
     agent = start_joined_agent(tmp_path, "--node-labels", "pykubelet.test/role=worker")
-    await wait_for(lambda: node_condition(node_object()).get("status") == "True", 60, "node Ready",
-                   describe=agent.describe)
-    yield agent
-    agent.shutdown()
-    unmount_under(str(tmp_path))  # pods left running keep their token tmpfs mounted
+    try:
+        await wait_for(lambda: node_condition(node_object()).get("status") == "True", 60, "node Ready",
+                       describe=agent.describe)
+        yield agent
+    finally:  # also when it never got Ready: an agent left running would serve the next tests' pods
+        agent.shutdown()
+        unmount_under(str(tmp_path))  # pods left running keep their token tmpfs mounted
 
 
 def sleeper_deployment(namespace: str, replicas: int, name: str = "sleeper") -> dict[str, Any]:

@@ -99,7 +99,9 @@ async def test_a_full_disk_is_disk_pressure_and_everything_recovers_when_space_r
         status = main_status(agent.pods()[f"before-{NODE}"])
         assert (status["containerID"], status["restartCount"]) == (main_status(before)["containerID"], 0)
     finally:
-        for path in manifests.iterdir():
-            path.unlink()
-        await wait_for(lambda: not (agent.pods() or {}), 60, "the test pods removed", describe=agent.describe)
-        agent.shutdown()
+        try:
+            for path in manifests.iterdir():
+                path.unlink()
+            await wait_for(lambda: not (agent.pods() or {}), 60, "the test pods removed", describe=agent.describe)
+        finally:
+            agent.shutdown()  # whatever happened: an agent left running would serve the next tests' pods

@@ -124,11 +124,13 @@ sys.stdout.write({json.dumps(answer)!r})
                        "matchImages": [f"127.0.0.1:{registry.port}"], "defaultCacheDuration": "10m"}]}))
     agent = start_joined_agent(tmp_path, "--image-credential-provider-config", str(config),
                                "--image-credential-provider-bin-dir", str(bin_dir))
-    await wait_for(lambda: node_condition(node_object()).get("status") == "True", 60, "node Ready",
-                   describe=agent.describe)
-    yield agent
-    agent.shutdown()
-    unmount_under(str(tmp_path))
+    try:
+        await wait_for(lambda: node_condition(node_object()).get("status") == "True", 60, "node Ready",
+                       describe=agent.describe)
+        yield agent
+    finally:
+        agent.shutdown()
+        unmount_under(str(tmp_path))
 
 
 async def test_a_credential_provider_plugin_gives_the_credentials(plugin_node, tmp_path, namespace, registry,
