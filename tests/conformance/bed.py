@@ -99,12 +99,13 @@ def build() -> None:
 
 
 @contextlib.contextmanager
-def exclusive() -> Iterator[None]:
-    with open(LOCK, "w") as lock:
+def exclusive(path: pathlib.Path = LOCK, what: str = "conformance run") -> Iterator[None]:
+    """One run at a time on the machine: the next waits, saying so."""
+    with open(path, "w") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            say(f"another conformance run holds {LOCK}; waiting for it")
+            say(f"another {what} holds {path}; waiting for it")
             fcntl.flock(lock, fcntl.LOCK_EX)
         yield
 

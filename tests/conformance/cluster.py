@@ -81,15 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     results_dir = args.results or RESULTS / args.node
     start = time.monotonic()
     results = conformance(args.node, args.focus, args.skip, args.procs, results_dir)
-    other = "kubelet" if args.node == "pykubelet" else "pykubelet"
-    reference = None
-    if (RESULTS / other / "junit.xml").exists():
-        reference = suite.read_junit(RESULTS / other / "junit.xml")
-    text = suite.summary(results, reference, other)
-    (results_dir / "summary.txt").write_text(text + "\n")
-    print(f"\n=== [Conformance] on a {args.node} cluster ({(time.monotonic() - start) / 60:.0f} min; "
-          f"JUnit: {results_dir / 'junit.xml'})\n{text}", flush=True)
-    return 1 if any(r.status == "failed" for r in results) else 0
+    return suite.report(results, RESULTS, args.node, results_dir, f"[Conformance] on a {args.node} cluster", start)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ apiserver, the nodes' addresses and (through flannel) the pods' are all routed.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import shutil
 import signal
@@ -26,12 +25,12 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from tests import progress
 from tests.bench.kubeadm import REAL_KUBELET
 from tests.conformance import suite
-from tests.conformance.owned import cgroup_hierarchies
+from tests.conformance import bed
+from tests.conformance.owned import cgroup_hierarchies, remove_cgroup_tree
 from tests.helpers import run_to_completion, wait_for
 from tests.kubeadm.conftest import (ADDONS, ControlPlane, approve_serving_certificate, daemon_set_ready,
                                     deployment_available, images_for, join_config, kubeadm, kubeadm_init,
@@ -182,14 +181,7 @@ def make_kubelet_cgroup_root(node_name: str) -> None:
 def remove_kubelet_cgroup_root() -> None:
     """rmdir deepest first; a cgroup that still holds a process stays, and is said."""
     for hierarchy in cgroup_hierarchies():
-        top = os.path.join(hierarchy, KUBELET_CGROUP_ROOT.lstrip("/"))
-        for dirpath, _, _ in sorted(os.walk(top), key=lambda entry: -len(entry[0])):
-            try:
-                os.rmdir(dirpath)
-            except FileNotFoundError:
-                pass
-            except OSError as e:
-                say(f"WARNING: cannot remove cgroup {dirpath}: {e.strerror}")
+        remove_cgroup_tree(os.path.join(hierarchy, KUBELET_CGROUP_ROOT.lstrip("/")))
 
 
 # ---------------------------------------------------------------- a killed run's leftovers
@@ -218,12 +210,5 @@ def remove_leftovers() -> None:
         Cluster("pykubelet").down()  # the kind matters not: down removes by name
 
 
-@contextlib.contextmanager
-def exclusive() -> Iterator[None]:
-    with open(LOCK, "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            say(f"another conformance-cluster run holds {LOCK}; waiting for it")
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
+def exclusive() -> contextlib.AbstractContextManager[None]:
+    return bed.exclusive(LOCK, "conformance-cluster run")

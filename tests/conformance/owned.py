@@ -104,17 +104,21 @@ def _remove_masquerade() -> None:
     subprocess.run(["iptables", "-w", "-t", "nat", "-X", chain], capture_output=True)
 
 
+def remove_cgroup_tree(top: str) -> None:
+    """rmdir every cgroup under top, deepest first; one that still holds a process stays, and is said."""
+    for dirpath, _, _ in sorted(os.walk(top), key=lambda entry: -len(entry[0])):
+        try:
+            os.rmdir(dirpath)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            say(f"WARNING: cannot remove cgroup {dirpath}: {e.strerror}")
+
+
 def _remove_cgroup_root() -> None:
-    """rmdir every cgroup under the node's root, deepest first; one that still holds a process
-    stays, and is said."""
+    """Every cgroup under the node's root."""
     for top in _cgroup_tops():
-        for dirpath, _, _ in sorted(os.walk(top), key=lambda entry: -len(entry[0])):
-            try:
-                os.rmdir(dirpath)
-            except FileNotFoundError:
-                pass
-            except OSError as e:
-                say(f"WARNING: cannot remove cgroup {dirpath}: {e.strerror}")
+        remove_cgroup_tree(top)
 
 
 # ---------------------------------------------------------------- a killed run's leftovers

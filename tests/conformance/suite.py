@@ -145,3 +145,18 @@ def summary(results: list[Result], reference: list[Result] | None = None, refere
         for ours, ref in sorted(diffs, key=lambda d: d[0].name):
             lines.append(f"  {ours.status} here, {ref.status} on {reference_name}: {ours.one_line}")
     return "\n".join(lines)
+
+
+def report(results: list[Result], results_root: pathlib.Path, node: str, results_dir: pathlib.Path, title: str,
+           started: float) -> int:
+    """The summary (with what differs from the other node type's last run) into summary.txt and on
+    stdout; the exit status: 1 when a spec failed."""
+    other = "kubelet" if node == "pykubelet" else "pykubelet"
+    reference = None
+    if (results_root / other / "junit.xml").exists():
+        reference = read_junit(results_root / other / "junit.xml")
+    text = summary(results, reference, other)
+    (results_dir / "summary.txt").write_text(text + "\n")
+    print(f"\n=== {title} ({(time.monotonic() - started) / 60:.0f} min; "
+          f"JUnit: {results_dir / 'junit.xml'})\n{text}", flush=True)
+    return 1 if any(r.status == "failed" for r in results) else 0
