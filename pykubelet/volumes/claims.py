@@ -43,12 +43,16 @@ def _why(e: Exception) -> str:
     return (e.message or str(e)) if isinstance(e, KubeError) else str(e)
 
 
-async def _fetch_claim(get: Get, namespace: str, name: str) -> PersistentVolumeClaim:
+async def _fetch(get: Get, path: str, what: str) -> Any:
+    """The object at path; ClaimError in the kubelet's words ("failed to fetch PVC from API server: ...")."""
     try:
-        obj = await get(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}")
+        return await get(path)
     except KubeError as e:
-        raise ClaimError(f"failed to fetch PVC from API server: {_why(e)}") from None
-    claim = parse_claim(obj)
+        raise ClaimError(f"failed to fetch {what} from API server: {_why(e)}") from None
+
+
+async def _fetch_claim(get: Get, namespace: str, name: str) -> PersistentVolumeClaim:
+    claim = parse_claim(await _fetch(get, f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}", "PVC"))
     # A claim being deleted still protected by its finalizer keeps its running pods (and a
     # restarted node must not fail them); one with no protection left must not start any.
     if claim.being_deleted and PVC_PROTECTION_FINALIZER not in claim.finalizers:
@@ -61,11 +65,7 @@ async def _fetch_claim(get: Get, namespace: str, name: str) -> PersistentVolumeC
 
 
 async def _fetch_volume(get: Get, name: str, claim_uid: str) -> PersistentVolume:
-    try:
-        obj = await get(f"/api/v1/persistentvolumes/{name}")
-    except KubeError as e:
-        raise ClaimError(f"failed to fetch PV {name} from API server: {_why(e)}") from None
-    pv = parse_volume(obj)
+    pv = parse_volume(await _fetch(get, f"/api/v1/persistentvolumes/{name}", f"PV {name}"))
     if pv.claim_uid is None:
         raise ClaimError(f"found PV object {name} but it has a nil pv.Spec.ClaimRef "
                          f"indicating it is not yet bound to the claim")
