@@ -212,7 +212,9 @@ up() {
   # test bed gives the same address to its LAN's namespace, with a relay of its own.
   # InternalIP first: the default (Hostname first) makes logs/exec do a DNS
   # lookup of the node name.
-  start kube-apiserver "$API_PORT" --bind-address 127.0.0.1 --secure-port "$API_PORT" --advertise-address "$ADVERTISE" \
+  # (Its port check looks at loopback only: the relay below listens on the same port at $ADVERTISE,
+  # and outlives an apiserver killed by a test.)
+  launch kube-apiserver "src 127.0.0.1 and sport = :$API_PORT" "$BIN/kube-apiserver" --bind-address 127.0.0.1 --secure-port "$API_PORT" --advertise-address "$ADVERTISE" \
     --etcd-servers "http://127.0.0.1:$ETCD_PORT" --service-cluster-ip-range "$SERVICE_CIDR" \
     --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction --allow-privileged=true \
     --client-ca-file "$PKI/ca.crt" --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
