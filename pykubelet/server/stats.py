@@ -2,8 +2,13 @@
 kubelet's Summary API shape (stats/v1alpha1), which `kubectl top`'s metrics pipeline and the e2e
 tests read.
 
-Containers come from CRI ListContainerStats; pods from their cgroups (v1 or v2, either driver) and their
-sandbox's network namespace; the node from the root cgroup, /proc and statvfs. CPU rates
+Every pod and container is what the runtime runs, as the kubelet's CRI stats provider finds them:
+pods are the ready sandboxes (their metadata names the pod), containers the running containers
+labelled with the pod's UID (CRI ListContainers, ListContainerStats). Not the agent's pod statuses:
+a restarted agent has not rebuilt those yet when its eviction manager first asks, and the
+kubelet's eviction message names the containers using more than they requested. Pod usage comes
+from the pod's cgroup (v1 or v2, either driver) and its sandbox's network namespace; the node's
+from the root cgroup, /proc and statvfs. CPU rates
 (usageNanoCores) are the change of the cumulative counter since the previous scrape; the first
 scrape of something gives its average over its lifetime so far.
 """
@@ -14,7 +19,6 @@ import asyncio
 import json
 import os
 import time
-from datetime import datetime
 from typing import Any
 
 from pykubelet.api.times import rfc3339
@@ -23,7 +27,7 @@ from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.runtime import labels, paths
 from pykubelet.runtime.cgroups import kubepods_under
 from pykubelet.server import cgroup_stats as cg
-from pykubelet.server.host import Host, container_id
+from pykubelet.server.host import Host
 from pykubelet.util.log import get_logger
 
 log = get_logger(__name__)
@@ -109,13 +113,14 @@ class SummaryProvider:
         return self._sandbox_pids[sandbox_id] or None
 
     async def summary(self, only_cpu_and_memory: bool = False) -> dict[str, Any]:
-        container_stats, sandboxes = await asyncio.gather(self.host.cri.list_container_stats(),
-                                                          self.host.cri.list_pod_sandbox())
+        container_stats, containers, sandboxes = await asyncio.gather(
+            self.host.cri.list_container_stats(), self.host.cri.list_containers(), self.host.cri.list_pod_sandbox())
         image_fs = None if only_cpu_and_memory else await self._image_fs()
-        ready = {s.labels.get(labels.POD_UID): s.id for s in sandboxes if s.state == api.SANDBOX_READY}
-        self._sandbox_pids = {k: v for k, v in self._sandbox_pids.items() if k in set(ready.values())}
-        pids = {uid: await self._sandbox_pid(sid) for uid, sid in ready.items() if uid}
-        return await asyncio.to_thread(self._build, container_stats, ready, pids, image_fs, only_cpu_and_memory)
+        ready = ready_by_pod(sandboxes)
+        self._sandbox_pids = {k: v for k, v in self._sandbox_pids.items() if k in {s.id for s in ready.values()}}
+        pids = {uid: await self._sandbox_pid(sandbox.id) for uid, sandbox in ready.items()}
+        return await asyncio.to_thread(self._build, container_stats, running_by_pod(containers), ready, pids,
+                                       image_fs, only_cpu_and_memory)
 
     async def _image_fs(self) -> dict[str, Any]:
         out = cg.fs_stats(IMAGEFS_DIR)
@@ -128,17 +133,17 @@ class SummaryProvider:
             pass
         return out
 
-    def _build(self, container_stats: list[api.ContainerStats], ready: dict[str, str], pids: dict[str, int | None],
-               image_fs: dict[str, Any] | None, only_cpu_and_memory: bool) -> dict[str, Any]:
+    def _build(self, container_stats: list[api.ContainerStats], running: dict[str, list[api.Container]],
+               ready: dict[str, api.PodSandbox], pids: dict[str, int | None], image_fs: dict[str, Any] | None,
+               only_cpu_and_memory: bool) -> dict[str, Any]:
         now = time.time()
         when = rfc3339(now)
         keys: set[str] = set()
         by_id = {s.attributes.id: s for s in container_stats}
         pods = []
-        for pod, status in self.host.pods():
-            if pod.uid not in ready:
-                continue
-            pods.append(self._pod(pod, status, by_id, pids.get(pod.uid), now, when, keys, only_cpu_and_memory))
+        for uid, sandbox in ready.items():
+            pods.append(self._pod(sandbox, running.get(uid, []), by_id, pids.get(uid), now, when, keys,
+                                  only_cpu_and_memory))
         node = self._node(now, when, image_fs, only_cpu_and_memory)
         keys.add("node")
         self.rates.retain(keys)
@@ -157,22 +162,22 @@ class SummaryProvider:
         node.update(node_filesystems_and_pids(self.host.settings.root_dir, when, image_fs or {}))
         return node
 
-    def _pod(self, pod, status: dict[str, Any], by_id: dict[str, api.ContainerStats], pid: int | None, now: float,
-             when: str, keys: set[str], only: bool) -> dict[str, Any]:
+    def _pod(self, sandbox: api.PodSandbox, running: list[api.Container], by_id: dict[str, api.ContainerStats],
+             pid: int | None, now: float, when: str, keys: set[str], only: bool) -> dict[str, Any]:
+        pod = sandbox.metadata
         containers = []
         rootfs_total = logs_total = 0
         log_dir = paths.pod_log_dir(self.host.settings.pods.pod_logs_dir, pod.namespace, pod.name, pod.uid)
-        for cs in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
-            running = (cs.get("state") or {}).get("running")
-            stats = by_id.get(container_id(cs.get("containerID", "")))
-            if running is None or stats is None:
+        for container in running:
+            stats = by_id.get(container.id)
+            if stats is None:
                 continue
-            cid = stats.attributes.id
+            cid, name = container.id, container.labels[labels.CONTAINER_NAME]
             keys.add(cid)
-            started = _parse_time(running.get("startedAt"))
+            started = container.created_at / 1e9  # the kubelet's CRI stats provider: created, not started
             cpu_ns = stats.cpu.usage_core_nano_seconds.value
             entry: dict[str, Any] = {
-                "name": cs["name"], "startTime": running.get("startedAt"),
+                "name": name, "startTime": rfc3339(started),
                 "cpu": cpu_stats(when, cpu_ns, stats.cpu.usage_nano_cores.value
                                  or self.rates.rate(cid, now, cpu_ns, started)),
                 "memory": memory_stats(when, None, stats.memory.working_set_bytes.value)}
@@ -180,19 +185,19 @@ class SummaryProvider:
                 entry["memory"]["usageBytes"] = stats.memory.usage_bytes.value
             if not only:
                 rootfs = stats.writable_layer.used_bytes.value
-                logs_used, logs_inodes = cg.dir_usage(os.path.join(log_dir, cs["name"]))
+                logs_used, logs_inodes = cg.dir_usage(os.path.join(log_dir, name))
                 entry["rootfs"] = {"time": when, "usedBytes": rootfs,
                                    "inodesUsed": stats.writable_layer.inodes_used.value}
                 entry["logs"] = {"time": when, "usedBytes": logs_used, "inodesUsed": logs_inodes}
                 rootfs_total, logs_total = rootfs_total + rootfs, logs_total + logs_used
             containers.append(entry)
         out: dict[str, Any] = {"podRef": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
-                               "startTime": status.get("startTime"), "containers": containers}
+                               "startTime": rfc3339(sandbox.created_at / 1e9), "containers": containers}
         relative = cg.pod_cgroup(pod.uid, kubepods=kubepods_under(self.host.settings.pods.cgroup_root))
         usage = cg.cgroup_usage(relative) if relative else None
         if usage is not None:
             keys.add(pod.uid)
-            started = _parse_time(status.get("startTime"))
+            started = sandbox.created_at / 1e9
             out["cpu"] = cpu_stats(when, usage.cpu_ns, self.rates.rate(pod.uid, now, usage.cpu_ns, started))
             out["memory"] = memory_stats(when, usage, usage.working_set)
         if not only:
@@ -222,10 +227,21 @@ class SummaryProvider:
         return out
 
 
-def _parse_time(value: str | None) -> float:
-    if not value:
-        return 0.0
-    try:
-        return datetime.fromisoformat(value).timestamp()
-    except ValueError:
-        return 0.0
+def ready_by_pod(sandboxes: list[api.PodSandbox]) -> dict[str, api.PodSandbox]:
+    """Pod UID -> its newest ready sandbox: the pods the node runs, as the runtime knows them."""
+    out: dict[str, api.PodSandbox] = {}
+    for sandbox in sorted(sandboxes, key=lambda s: s.created_at):
+        if sandbox.state == api.SANDBOX_READY and sandbox.metadata.uid:
+            out[sandbox.metadata.uid] = sandbox
+    return out
+
+
+def running_by_pod(containers: list[api.Container]) -> dict[str, list[api.Container]]:
+    """Pod UID -> its running containers, oldest first; exited ones have no usage to count."""
+    out: dict[str, list[api.Container]] = {}
+    for container in sorted(containers, key=lambda c: c.created_at):
+        uid = container.labels.get(labels.POD_UID)
+        if uid and labels.CONTAINER_NAME in container.labels and container.state == api.CONTAINER_RUNNING:
+            out.setdefault(uid, []).append(container)
+    return out
+

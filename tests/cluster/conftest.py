@@ -9,6 +9,7 @@ import os
 import pathlib
 import secrets
 import subprocess
+from datetime import datetime
 from typing import Any, Iterator
 
 import pytest
@@ -80,6 +81,18 @@ def node_condition(node: dict[str, Any] | None, kind: str = "Ready") -> dict[str
     return {}
 
 
+def _heartbeat(cond: dict[str, Any]) -> float:
+    return datetime.fromisoformat(cond.get("lastHeartbeatTime") or "1970-01-01T00:00:00Z").timestamp()
+
+
+async def wait_ready(agent: AgentProcess, timeout: float = 60, what: str = "node Ready") -> dict[str, Any]:
+    """The Ready=True this run of the agent posted. Until it posts, the Node still shows what the
+    previous agent (or run) last wrote, Ready and pressure conditions included; heartbeats have
+    whole seconds, so one in a later second than the start is this run's."""
+    return await wait_for(lambda: (c := node_condition(node_object())).get("status") == "True"
+                          and _heartbeat(c) > int(agent.started_at) and c, timeout, what, describe=agent.describe)
+
+
 @pytest.fixture
 async def namespace(cluster):
     """A fresh namespace for the test's API objects, deleted afterwards."""
@@ -116,8 +129,7 @@ async def node_agent(cluster, cri, tmp_path: pathlib.Path):  # noqa: F811
     """pykubelet joined to the cluster as node `pkltest`, with a node identity, until it is Ready."""
     agent = start_joined_agent(tmp_path, "--node-labels", "pykubelet.test/role=worker")
     try:
-        await wait_for(lambda: node_condition(node_object()).get("status") == "True", 60, "node Ready",
-                       describe=agent.describe)
+        await wait_ready(agent)
         yield agent
     finally:  # also when it never got Ready: an agent left running would serve the next tests' pods
         agent.shutdown()

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from tests.cluster.conftest import cluster_sh, node_condition, node_object
+from tests.cluster.conftest import cluster_sh, node_condition, node_object, wait_ready
 from tests.helpers import wait_for
 from tests.runtime.conftest import NODE, AgentProcess, main_status, phase, pod_manifest, write_manifest
 
@@ -71,8 +71,7 @@ async def test_a_full_disk_is_disk_pressure_and_everything_recovers_when_space_r
                          "--eviction-hard=nodefs.available<10%,nodefs.inodesFree<5%",
                          f"--eviction-pressure-transition-period={TRANSITION_SECONDS}s", network_state=None).start()
     try:
-        await wait_for(lambda: node_condition(node_object()).get("status") == "True", 60, "node Ready",
-                       describe=agent.describe)
+        await wait_ready(agent)
         write_manifest(manifests, "before", pod_manifest("before", "while true; do echo tick; sleep 0.2; done"))
         before = await agent.wait_pod(f"before-{NODE}", lambda p: phase(p) == "Running", 30, "Running")
 

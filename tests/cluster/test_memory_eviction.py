@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pykubelet.node.eviction_signals import observe
+from pykubelet.node.eviction_signals import Observation, observe
 from tests.cluster.conftest import apply, kubectl, kubectl_json, node_condition, node_object
 from tests.helpers import wait_for
 from tests.runtime.conftest import BUSYBOX, NODE
 
 MI = 2**20
-MARGIN = 2048 * MI  # above the measured memory.available: machine noise does not lift it past that
+MAX_MARGIN = 2048 * MI  # above the measured memory.available: machine noise does not lift it past that
+ROOM = 256 * MI  # allocatable memory the threshold leaves: the Guaranteed pod's 64Mi and then some
 
 
 TOLERATES_MEMORY_PRESSURE = [{"key": "node.kubernetes.io/memory-pressure", "operator": "Exists",
@@ -43,15 +44,21 @@ def running(pod: dict[str, Any]) -> bool:
     return pod["status"].get("phase") == "Running" and bool(statuses) and all(s.get("ready") for s in statuses)
 
 
-def memory_available() -> int:
+def memory_observed() -> Observation:
     """memory.available as the eviction manager computes it, from the agent's own /stats/summary."""
     summary = json.loads(kubectl("get", "--raw", f"/api/v1/nodes/{NODE}/proxy/stats/summary").stdout)
-    return observe(summary)["memory.available"].available
+    return observe(summary)["memory.available"]
 
 
-def threshold_above(available: int) -> str:
-    """A threshold a little above `available`, in Mi (not whole Gi, so the kubelet prints it back in Mi)."""
-    mebibytes = (available + MARGIN) // MI
+def threshold_above(seen: Observation) -> str:
+    """A threshold above what is available, in Mi (not whole Gi, so the kubelet prints it back in Mi).
+
+    The threshold is also taken off the node's allocatable memory, and the restarted agent admits
+    its pods again against that (as the kubelet does): on a quiet machine, where little is used, a
+    full margin would leave no room for the Guaranteed pod, which would be rejected OutOfmemory."""
+    margin = min(MAX_MARGIN, seen.capacity - seen.available - ROOM)
+    assert margin > 64 * MI, f"the machine uses too little memory to set a threshold above what is free: {seen}"
+    mebibytes = (seen.available + margin) // MI
     return f"{mebibytes + 1 if mebibytes % 1024 == 0 else mebibytes}Mi"
 
 
@@ -68,7 +75,7 @@ async def test_memory_pressure_evicts_best_effort_first_and_refuses_new_best_eff
     assert api_pod(namespace, "guaranteed")["status"]["qosClass"] == "Guaranteed"
     before = api_pod(namespace, "guaranteed")["status"]["containerStatuses"][0]["containerID"]
 
-    threshold = threshold_above(memory_available())
+    threshold = threshold_above(memory_observed())
     agent.stop()
     agent.start(f"--eviction-hard=memory.available<{threshold}")
 

@@ -8,7 +8,7 @@ import subprocess
 from datetime import datetime
 
 from tests.cluster.conftest import (REPO, apply, kubectl, kubectl_json, node_condition, node_object, running_pods,
-                                    sleeper_deployment)
+                                    sleeper_deployment, wait_ready)
 from tests.helpers import wait_for
 from tests.runtime.conftest import NODE
 
@@ -81,5 +81,4 @@ async def test_stopped_agent_makes_the_node_unknown(node_agent):
                           "Ready=Unknown from the node lifecycle controller", describe=node_agent.describe)
     assert cond["reason"] == "NodeStatusUnknown"
     node_agent.start()
-    await wait_for(lambda: node_condition(node_object()).get("status") == "True", 60, "Ready after restart",
-                   describe=node_agent.describe)
+    await wait_ready(node_agent, 60, "Ready after restart")

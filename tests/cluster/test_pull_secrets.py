@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from tests.bed import images as bed_images
-from tests.cluster.conftest import apply, kubectl, node_condition, node_object, start_joined_agent
+from tests.cluster.conftest import apply, kubectl, start_joined_agent, wait_ready
 from tests.cluster.test_podspec_api import events, get_pod, pod, running, waiting
 from tests.helpers import unmount_under, wait_for
 from tests.registry import PrivateRegistry
@@ -125,8 +125,7 @@ sys.stdout.write({json.dumps(answer)!r})
     agent = start_joined_agent(tmp_path, "--image-credential-provider-config", str(config),
                                "--image-credential-provider-bin-dir", str(bin_dir))
     try:
-        await wait_for(lambda: node_condition(node_object()).get("status") == "True", 60, "node Ready",
-                       describe=agent.describe)
+        await wait_ready(agent)
         yield agent
     finally:
         agent.shutdown()

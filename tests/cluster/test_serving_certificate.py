@@ -15,7 +15,7 @@ import stat
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from tests.cluster.conftest import STATE, cluster_sh, kubectl, kubectl_json, node_condition, node_object
+from tests.cluster.conftest import STATE, cluster_sh, kubectl, kubectl_json, node_object, wait_ready
 from tests.helpers import unmount_under, wait_for
 from tests.runtime.conftest import BUSYBOX, NODE, AgentProcess
 
@@ -62,8 +62,7 @@ async def test_the_serving_certificate_comes_from_an_approved_kubelet_serving_cs
     agent = AgentProcess(tmp_path, manifests, "--config", str(config), "--kubeconfig", str(kubeconfig),
                          "--client-ca-file", str(CA_CRT)).start()
     try:
-        await wait_for(lambda: node_condition(node_object()).get("status") == "True", 90, "node Ready",
-                       describe=agent.describe)
+        await wait_ready(agent, 90)
         (csr,) = await wait_for(lambda: [c for c in serving_csrs() if c["metadata"]["name"] not in before], 60,
                                 "a kubelet-serving CSR from the node", describe=agent.describe)
         name = csr["metadata"]["name"]

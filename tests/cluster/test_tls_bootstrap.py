@@ -21,8 +21,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from pykubelet.kube.certstore import CertStore, key_pem_of
 from pykubelet.kube.csr import node_subject
 from pykubelet.kube.kubeconfig import read_kubeconfig
-from tests.cluster.conftest import (CLUSTER_SH, STATE, kubectl, kubectl_json, node_condition, node_object,
-                                    running_pods, sleeper_deployment, apply)
+from tests.cluster.conftest import (CLUSTER_SH, STATE, apply, kubectl, kubectl_json, node_condition, node_object,
+                                    running_pods, sleeper_deployment, wait_ready)
 from tests.helpers import unmount_under, wait_for
 from tests.runtime.conftest import NODE, AgentProcess, containers_of, phase, pod_manifest, write_manifest
 
@@ -56,8 +56,7 @@ async def ready(agent: AgentProcess, timeout: float = 90) -> None:
     """This agent registered the Node (an earlier agent's Node may still look Ready), and it is Ready."""
     await wait_for(lambda: "Node registered" in agent.log().split(f"--- agent run {agent.runs} ---")[-1], timeout,
                    "the agent to register its Node", describe=agent.describe)
-    await wait_for(lambda: node_condition(node_object()).get("status") == "True", timeout, "node Ready",
-                   describe=agent.describe)
+    await wait_ready(agent, timeout)
 
 
 def stopped(agent: AgentProcess, tmp_path: pathlib.Path) -> None:

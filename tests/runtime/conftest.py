@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -85,6 +86,7 @@ class AgentProcess:
     def start(self, *extra: str) -> "AgentProcess":
         self.runs += 1
         self.last_extra = extra
+        self.started_at = time.time()
         log = open(self.log_path, "ab")
         log.write(f"--- agent run {self.runs} ---\n".encode())
         log.flush()
