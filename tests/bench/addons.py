@@ -9,8 +9,10 @@ kube-proxy add-ons, kubeadm join), with every kubelet either pykubelet or the re
 v1.36.3, alternating, and measures:
 - `kubectl apply -f kube-flannel.yml` → every node Ready (both nodes joined and NotReady before);
 - `kubeadm init` started → CoreDNS's Deployment Ready (its /ready probe passing on the nodes).
-Images are imported before the clocks start. The real kubelet gets a kubeadm patch with
-cgroupRoot /kubelet-bench, as in tests/bench/kubeadm.py (why: there).
+Images are imported before the clocks start. Each real kubelet gets a kubeadm patch with a
+cgroupRoot of its own node (/kubelet-bench-<node>), as in tests/bench/kubeadm.py (why: there): the
+two nodes share this machine's cgroup hierarchy, and with one root each kubelet's orphaned pod
+cgroup cleanup kills the other node's pods (the control plane's static pods crash-loop).
 """
 
 from __future__ import annotations
@@ -41,8 +43,13 @@ def node_for(kind: str, name: str, index: int) -> KubeadmNode:
     return KubeadmNode(name, index, lan=LAN)
 
 
+def cgroup_root(node: KubeadmNode) -> str:
+    return f"{BENCH_CGROUP_ROOT}-{node.name}"
+
+
 def patch_cgroup_root(node: KubeadmNode) -> None:
-    node.sh("sh", "-c", f"mkdir -p {PATCHES} && echo 'cgroupRoot: {BENCH_CGROUP_ROOT}' >"
+    make_bench_cgroups(cgroup_root(node))
+    node.sh("sh", "-c", f"mkdir -p {PATCHES} && echo 'cgroupRoot: {cgroup_root(node)}' >"
                         f" {PATCHES}/kubeletconfiguration+merge.yaml")
 
 
@@ -50,8 +57,6 @@ def one_run(kind: str) -> dict[str, float]:
     cp, worker = node_for(kind, "pkl-ab-cp", 1), node_for(kind, "pkl-ab-w1", 2)
     plane: ControlPlane | None = None
     try:
-        if kind == "kubelet":
-            make_bench_cgroups()
         for node in (cp, worker):
             node.up()
             if kind == "kubelet":
@@ -83,7 +88,8 @@ def one_run(kind: str) -> dict[str, float]:
             remove(node)
         lan_down(LAN)
         if kind == "kubelet":
-            remove_bench_cgroups()
+            for node in (cp, worker):
+                remove_bench_cgroups(cgroup_root(node))
 
 
 def main() -> int:

@@ -89,16 +89,16 @@ def first_kubelet_start(node: KubeadmNode) -> float:
     return float(match.group(1))
 
 
-def make_bench_cgroups() -> None:
+def make_bench_cgroups(cgroup_root: str = BENCH_CGROUP_ROOT) -> None:
     """The kubelet wants its cgroupRoot to exist (kind's unit makes /kubelet before it starts)."""
     for hierarchy in CGROUP_HIERARCHIES.iterdir():
         if hierarchy.is_dir() and not hierarchy.is_symlink() and (hierarchy / "cgroup.procs").exists():
-            (hierarchy / BENCH_CGROUP_ROOT.lstrip("/")).mkdir(exist_ok=True)
+            (hierarchy / cgroup_root.lstrip("/")).mkdir(exist_ok=True)
 
 
-def remove_bench_cgroups() -> None:
+def remove_bench_cgroups(cgroup_root: str = BENCH_CGROUP_ROOT) -> None:
     for hierarchy in CGROUP_HIERARCHIES.iterdir():
-        root = hierarchy / BENCH_CGROUP_ROOT.lstrip("/")
+        root = hierarchy / cgroup_root.lstrip("/")
         if root.is_dir() and not hierarchy.is_symlink():
             for path in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
                 path.rmdir()
