@@ -1,7 +1,10 @@
 """The node's life in the cluster: register the Node, heartbeat its Lease, report its status.
 
 Status is computed every nodeStatusUpdateFrequency and written when it changed, and at least
-every nodeStatusReportFrequency; the Lease is renewed every quarter of its duration. An
+every nodeStatusReportFrequency; until the node is first Ready, for the kubelet's two-minute
+grace period after start, it is checked every 100 ms and written the moment it would turn Ready
+(the kubelet's fast status update: kubeadm and a CNI DaemonSet's rollout wait on that first
+Ready). The Lease is renewed every quarter of its duration. An
 unreachable apiserver costs heartbeats, never pods.
 """
 
@@ -27,6 +30,8 @@ log = get_logger(__name__)
 LEASE_NAMESPACE = "kube-node-lease"
 RUNTIME_CHECK_TIMEOUT = 5.0
 REGISTER_RETRY_MAX = 7.0  # the kubelet's registration back-off tops out at 7 s
+NODE_READY_GRACE = 120.0  # the kubelet's nodeReadyGracePeriod: how long after start it looks fast
+FAST_CHECK_SECONDS = 0.1
 
 
 class NodeManager:
@@ -66,12 +71,15 @@ class NodeManager:
         self._runtime_version = ""
         self._last_status: dict[str, Any] = {}
         self._last_report = 0.0
+        self._started = time.monotonic()
+        self._reported_ready = False
 
     @property
     def path(self) -> str:
         return f"/api/v1/nodes/{self.node_name}"
 
     async def run(self) -> None:
+        self._started = time.monotonic()
         await self._register()
         await asyncio.gather(self._lease_loop(), self._status_loop())
 
@@ -197,10 +205,20 @@ class NodeManager:
                 await self.update_status()
             except errors.KubeError as e:
                 log.warning("Error updating node status; will retry", node=self.node_name, err=str(e))
+            await self._until_next_update()
+
+    async def _until_next_update(self) -> None:
+        """nodeStatusUpdateFrequency, or a nudge; in the fast phase, as soon as the node would be Ready."""
+        deadline = time.monotonic() + self.update_seconds
+        while (left := deadline - time.monotonic()) > 0:
+            fast = not self._reported_ready and time.monotonic() - self._started < NODE_READY_GRACE
             try:
-                await asyncio.wait_for(self._nudged.wait(), self.update_seconds)
+                await asyncio.wait_for(self._nudged.wait(), min(left, FAST_CHECK_SECONDS) if fast else left)
+                return
             except asyncio.TimeoutError:
                 pass
+            if fast and (await self.observe_health()).ready()[0]:
+                return
 
     async def update_status(self) -> None:
         status = self.build_status(await self.observe_health())
@@ -210,6 +228,7 @@ class NodeManager:
         node = await self.heartbeat.patch(f"{self.path}/status", {"status": status}, STRATEGIC_MERGE_PATCH)
         self.pod_cidrs = node["spec"].get("podCIDRs") or []
         self._record_transitions(self._last_status, status)
+        self._reported_ready = self._reported_ready or node_status.is_ready(status)
         self._last_status = status
         self._last_report = time.monotonic()
 

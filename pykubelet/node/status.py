@@ -68,6 +68,11 @@ def conditions(health: NodeHealth, previous: list[dict[str, Any]], now: str) -> 
     return out
 
 
+def is_ready(status: dict[str, Any]) -> bool:
+    """The node status says Ready=True."""
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", []))
+
+
 def _condition(kind: str, true: bool, reason: str, message: str, before: dict[str, Any] | None,
                now: str) -> dict[str, Any]:
     status = "True" if true else "False"
