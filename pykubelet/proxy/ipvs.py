@@ -84,16 +84,23 @@ class IpvsBackend:
         self._first = True
         self._state: Kernel = {}
         self._members: dict[str, set[str]] | None = None
-        self._bound: set[str] = set()
         self._rules_text = ""
         self.terminating: dict[str, Pair] = {}
         self._checked = time.monotonic()
 
-    async def _prepare(self) -> None:
-        """IPVS reachable (ip_vs loaded) and kube-proxy's sysctls, once."""
+    async def prepare(self) -> None:
+        """IPVS reachable (ip_vs loaded), kube-ipvs0 there and kube-proxy's sysctls set, once: at
+        start-up, so that a node that cannot do IPVS says so at once (as kube-proxy refuses to
+        start), and again after a failure."""
         if self._ready:
             return
         await self.kernel.open()
+        try:
+            async with AsyncIPRoute() as ipr:
+                await ipvs_kernel.ensure_dummy(ipr)
+        except NetlinkError as e:
+            raise RuntimeError(f"cannot create the {DUMMY_DEVICE} dummy interface (no dummy link type in this "
+                               f"kernel?): {e}") from None
         await asyncio.to_thread(_write_sysctls, sysctls(self.strict_arp, platform.release()))
         self._ready = True
 
@@ -101,14 +108,14 @@ class IpvsBackend:
                    large: bool) -> dict[ServicePortName, PortResult]:
         full = changed is None
         try:
-            await self._prepare()
+            await self.prepare()
             return await self._sync(ports, full)
-        except (CommandFailed, OSError, RuntimeError) as e:
+        except Exception as e:  # noqa: BLE001 - commands, I/O and pyroute2's netlink errors alike
             self._members, self._state = None, {}  # unknown now: the next sync is a full one
-            raise SyncFailed(str(e)) from None
-        except Exception as e:  # noqa: BLE001 - pyroute2's netlink errors
-            self._members, self._state = None, {}
-            raise SyncFailed(f"netlink: {e}") from None
+            self._ready = False  # and opens IPVS afresh, in case its socket is what broke
+            self.kernel.close()
+            raise SyncFailed(str(e) if isinstance(e, (CommandFailed, RuntimeError)) else f"{type(e).__name__}: {e}"
+                             ) from None
 
     async def _sync(self, ports: dict[ServicePortName, ServicePort], full: bool) -> dict[ServicePortName, PortResult]:
         s = self.settings
@@ -144,16 +151,16 @@ class IpvsBackend:
         if full:
             saved = tables(await run("iptables-save"))
             missing = [j for j in ipvs_rules.JUMPS if not has_jump(saved.get(j.table, []), j)]
-        text = ipvs_rules.restore_text(want, self.settings, missing)
-        if not full and text == self._rules_text:
-            return
+        rules = ipvs_rules.restore_text(want, self.settings, [])
+        if not full and rules == self._rules_text:
+            return  # a partial sync that changed no set's emptiness nor a firewall entry
         try:
-            await run(*RESTORE, stdin=text)
+            await run(*RESTORE, stdin=ipvs_rules.restore_text(want, self.settings, missing) if missing else rules)
         except CommandFailed:
             metrics.IPTABLES_RESTORE_FAILURES.labels(metrics.IP_FAMILY).inc()
             self._rules_text = ""
             raise
-        self._rules_text = text
+        self._rules_text = rules
 
     async def _graceful_check(self) -> None:
         """Delete the drained real servers whose connections are all gone."""

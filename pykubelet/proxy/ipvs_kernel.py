@@ -120,7 +120,8 @@ class IpvsKernel:
             try:
                 await self.ipvs.service("add", service=service_record(vs))
             except NetlinkError as e:
-                _ignore(e, errno.EEXIST)
+                if e.code != errno.EEXIST:  # ENOENT here is most often a scheduler the kernel lacks
+                    raise RuntimeError(f"adding the virtual server {vs.key} (scheduler {vs.scheduler}): {e}") from None
         for vs in plan.update_services:
             await self.ipvs.service("set", service=service_record(vs))
         for vs, rs in plan.delete_dests:

@@ -86,10 +86,12 @@ async def make_backend(settings: ProxySettings, node: dict[str, Any] | None) -> 
     if settings.mode == "ipvs":
         log.warning("The ipvs proxy mode is deprecated in kube-proxy (since v1.35) and may be removed; "
                     "nftables is its successor")
-        return ipvs.IpvsBackend(ipvs_state.IpvsSettings(
+        backend = ipvs.IpvsBackend(ipvs_state.IpvsSettings(
             settings.masquerade_bit, settings.masquerade_all, local, ip, ports_at, localhost_nodeports=False,
             random_fully=await _random_fully(), scheduler=settings.ipvs_scheduler or ipvs_state.DEFAULT_SCHEDULER,
             exclude_cidrs=tuple(settings.ipvs_exclude_cidrs)), strict_arp=settings.ipvs_strict_arp)
+        await backend.prepare()  # no IPVS here: stop now, as kube-proxy does, not at every sync
+        return backend
     loopback = ports_at is None or any(ipaddress.ip_address(a).is_loopback for a in ports_at)
     localhost = settings.localhost_nodeports and loopback
     if localhost and _sysctl("ipv4/conf/all/route_localnet") != "1":
