@@ -7,7 +7,6 @@ are tested in the VMs (tests/vm/test_vm_ipvs.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
