@@ -95,6 +95,7 @@ class IpvsBackend:
         if self._ready:
             return
         await self.kernel.open()
+        await self.kernel.check_scheduler(self.settings.scheduler)
         try:
             async with AsyncIPRoute() as ipr:
                 await ipvs_kernel.ensure_dummy(ipr)

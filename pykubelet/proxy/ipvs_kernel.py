@@ -86,6 +86,17 @@ class IpvsKernel:
             except CommandFailed as e:
                 raise RuntimeError(f"IPVS is not available in this kernel: {e}") from None
 
+    async def check_scheduler(self, scheduler: str) -> None:
+        """The kernel has `scheduler` (it loads ip_vs_<name> on demand): a throwaway virtual server
+        with it is added and deleted, as kube-proxy checks before it starts."""
+        probe = VirtualServer("198.51.100.0", 20000, "TCP", scheduler)
+        try:
+            await self.ipvs.service("add", service=service_record(probe))
+        except NetlinkError as e:
+            if e.code != errno.EEXIST:
+                raise RuntimeError(f"the IPVS scheduler {scheduler!r} is not available in this kernel: {e}") from None
+        await self.ipvs.service("del", service=service_record(probe))
+
     def close(self) -> None:
         if self._ipvs is not None:
             self._ipvs.close()

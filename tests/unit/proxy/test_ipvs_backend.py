@@ -51,6 +51,8 @@ class FakeIPVS:
         if command == "add":
             if key in self.services:
                 raise NetlinkError(errno.EEXIST)
+            if attrs["IPVS_SVC_ATTR_SCHED_NAME"] not in ("rr", "lc", "sh", "mh"):
+                raise NetlinkError(errno.ENOENT)  # what the kernel says of a scheduler it has no module for
             self.services[key], self.dests[key] = attrs, {}
         elif command == "set":
             self.services[key] = attrs
@@ -177,3 +179,10 @@ async def test_a_failed_sync_makes_the_next_one_full(kernel, monkeypatch):
     with pytest.raises(ipvs.SyncFailed, match="failed"):
         await backend.sync(ports(web), None, False)
     assert backend._members is None and backend._state == {}
+
+
+async def test_a_scheduler_the_kernel_lacks_stops_the_start_and_the_probe_leaves_nothing(kernel):
+    with pytest.raises(RuntimeError, match="the IPVS scheduler 'fancy' is not available"):
+        await ipvs.IpvsBackend(IpvsSettings(scheduler="fancy")).prepare()
+    await ipvs.IpvsBackend(IpvsSettings(scheduler="lc")).prepare()
+    assert kernel.services == {}
