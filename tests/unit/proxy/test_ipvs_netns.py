@@ -44,6 +44,9 @@ async def in_netns() -> dict:
     async with ipvs_ipsets.AsyncIPSet() as ipset:
         out["partial"] = {k: sorted(v) for k, v in (await ipvs_ipsets._members(ipset)).items() if v}
     out["smaller"] = {k: sorted(v) for k, v in smaller.members.items()}
+    await ipvs_ipsets.sync(want.members, None)  # a full sync: the sets exist already, their members are read
+    async with ipvs_ipsets.AsyncIPSet() as ipset:
+        out["full_again"] = {k: sorted(v) for k, v in (await ipvs_ipsets._members(ipset)).items() if v}
     restore = subprocess.run([*iptables.RESTORE], input=ipvs_rules.restore_text(want, settings, list(ipvs_rules.JUMPS)),
                              text=True, capture_output=True)
     out["restore"] = (restore.returncode, restore.stderr)
@@ -75,8 +78,9 @@ def test_every_ipset_kind_is_written_through_netlink_and_reads_back_as_written(s
             "KUBE-NODE-PORT-UDP", "KUBE-NODE-PORT-SCTP-HASH", "KUBE-IPVS-IPS"} <= set(want)
 
 
-def test_a_partial_update_leaves_the_sets_holding_exactly_the_new_members(seen):
+def test_a_partial_update_leaves_the_sets_holding_exactly_the_new_members_and_a_full_one_restores(seen):
     assert seen["partial"] == {k: v for k, v in seen["smaller"].items() if v}
+    assert seen["full_again"] == seen["full"]
 
 
 def test_the_kernel_takes_the_iptables_batch_with_its_set_matches_and_jumps(seen):
