@@ -11,21 +11,21 @@ value raises ConfigError naming the file and field, or the flag; the command exi
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import socket
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from pykubelet.config import values
+from pykubelet.proxy import config_values as v
 from pykubelet.util.yamlfile import read_yaml
 
 API_VERSION = "kubeproxy.config.k8s.io/v1alpha1"
 KIND = "KubeProxyConfiguration"
-MODES = ("iptables", "nftables")
+MODES = ("iptables", "nftables", "ipvs")
 HEALTHZ_PORT, METRICS_PORT = 10256, 10249
-# Fields of the file we read no value from (kube-proxy's ipvs, conntrack, windows... settings).
+# Fields of the file we read no value from (kube-proxy's conntrack, windows... settings).
 UNIMPLEMENTED_FIELDS = {"featureGates", "logging", "bindAddressHardFail", "enableProfiling", "showHiddenMetricsForVersion",
-                        "ipvs", "winkernel", "detectLocal", "oomScoreAdj", "conntrack", "configSyncPeriod", "portRange",
+                        "ipvs.tcpTimeout", "ipvs.tcpFinTimeout", "ipvs.udpTimeout", "winkernel", "detectLocal", "oomScoreAdj", "conntrack", "configSyncPeriod", "portRange",
                         "windowsRunAsService", "clientConnection.acceptContentTypes", "clientConnection.contentType"}
 
 
@@ -57,6 +57,9 @@ class ProxySettings:
     """Which traffic is the pods': from clusterCIDR (ClusterCIDR) or from this node's podCIDR (NodeCIDR)."""
     nodeport_addresses: list[str] = field(default_factory=list)
     """CIDRs (or "primary") of the node addresses NodePorts answer on; empty: all of them."""
+    ipvs_scheduler: str = "rr"
+    ipvs_strict_arp: bool = False
+    ipvs_exclude_cidrs: list[str] = field(default_factory=list)
     verbosity: int = 0
     cleanup: bool = False
 
@@ -69,106 +72,33 @@ _duration = values.non_negative_duration
 
 def _mode(value: Any) -> str:
     mode = (value or "iptables") if isinstance(value, str) else value
-    if mode == "ipvs":
-        raise ValueError("ipvs is not supported (it is deprecated in kube-proxy too); use iptables or nftables")
     if mode not in MODES:
         raise ValueError(f"must be one of {', '.join(MODES)}, got {value!r}")
     return mode
 
 
-def _cidrs(value: Any) -> list[str]:
-    items = value.split(",") if isinstance(value, str) else value
-    if not isinstance(items, list):
-        raise ValueError(f"must be a list of CIDRs, got {value!r}")
-    out = []
-    for item in filter(None, (str(i).strip() for i in items)):
-        try:
-            out.append(str(ipaddress.ip_network(item, strict=False)))
-        except ValueError:
-            raise ValueError(f"invalid CIDR {item!r}") from None
-    return out
-
-
-def _nodeport_addresses(value: Any) -> list[str]:
-    items = value.split(",") if isinstance(value, str) else value
-    if not isinstance(items, list):
-        raise ValueError(f"must be a list of CIDRs or \"primary\", got {value!r}")
-    items = [str(i).strip() for i in items if str(i).strip()]
-    if "primary" in items:
-        if len(items) > 1:
-            raise ValueError("\"primary\" cannot be combined with CIDRs")
-        return ["primary"]
-    return _cidrs(items)
-
-
-def _address(default_port: int) -> Callable[[Any], str]:
-    def parse(value: Any) -> str:
-        if value in ("", None):
-            return ""
-        text = str(value)
-        host, sep, port = text.rpartition(":")
-        if not sep or text.endswith("]") or (text.count(":") > 1 and not text.startswith("[")):
-            host, port = text, str(default_port)  # an IP alone: kube-proxy adds the default port
-        try:
-            ipaddress.ip_address(host.strip("[]"))
-            number = int(port)
-        except ValueError:
-            raise ValueError(f"must be IP:port or IP, got {value!r}") from None
-        if not 0 < number < 65536:
-            raise ValueError(f"port out of range in {value!r}")
-        return f"{host}:{number}"
-    return parse
-
-
-def _ip(value: Any) -> str:
-    try:
-        return str(ipaddress.ip_address(str(value)))
-    except ValueError:
-        raise ValueError(f"must be an IP address, got {value!r}") from None
-
-
-def _int_in(low: int, high: int) -> Callable[[Any], int]:
-    def parse(value: Any) -> int:
-        number = int(value) if isinstance(value, str) else value
-        if isinstance(number, bool) or not isinstance(number, int) or not low <= number <= high:
-            raise ValueError(f"must be an integer from {low} to {high}, got {value!r}")
-        return number
-    return parse
-
-
-def _positive(value: Any) -> float:
-    number = float(value) if isinstance(value, str) else value
-    if isinstance(number, bool) or not isinstance(number, (int, float)) or number <= 0:
-        raise ValueError(f"must be a positive number, got {value!r}")
-    return float(number)
-
-
-def _local_mode(value: Any) -> str:
-    if value in ("", None):
-        return "ClusterCIDR"
-    if value not in ("ClusterCIDR", "NodeCIDR"):
-        raise ValueError(f"must be ClusterCIDR or NodeCIDR, got {value!r}")
-    return value
-
-
 # --- the file
 
-# field -> (attribute, parser); `{mode}` fields are read from the section of the chosen mode.
+# field -> (attribute, parser); `{mode}` fields are read from the section of the chosen mode, `{masq}`
+# ones too, except that the ipvs mode reads them from the iptables section (kube-proxy's conversion).
 FILE_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "clientConnection.kubeconfig": ("kubeconfig", str),
-    "clientConnection.qps": ("qps", _positive),
-    "clientConnection.burst": ("burst", _int_in(1, 1 << 20)),
+    "clientConnection.qps": ("qps", v.positive),
+    "clientConnection.burst": ("burst", v.int_in(1, 1 << 20)),
     "hostnameOverride": ("node_name", str),
-    "bindAddress": ("bind_address", _ip),
-    "healthzBindAddress": ("healthz_bind_address", _address(HEALTHZ_PORT)),
-    "metricsBindAddress": ("metrics_bind_address", _address(METRICS_PORT)),
+    "bindAddress": ("bind_address", v.ip),
+    "healthzBindAddress": ("healthz_bind_address", v.address(HEALTHZ_PORT)),
+    "metricsBindAddress": ("metrics_bind_address", v.address(METRICS_PORT)),
     "mode": ("mode", _mode),
-    "clusterCIDR": ("cluster_cidrs", _cidrs),
-    "detectLocalMode": ("detect_local_mode", _local_mode),
-    "nodePortAddresses": ("nodeport_addresses", _nodeport_addresses),
+    "clusterCIDR": ("cluster_cidrs", v.cidrs),
+    "detectLocalMode": ("detect_local_mode", v.local_mode),
+    "nodePortAddresses": ("nodeport_addresses", v.nodeport_addresses),
     "iptables.localhostNodePorts": ("localhost_nodeports", _bool),
-    "{mode}.masqueradeAll": ("masquerade_all", _bool),
-    "{mode}.masqueradeBit": ("masquerade_bit", _int_in(0, 31)),
+    "{masq}.masqueradeAll": ("masquerade_all", _bool),
+    "{masq}.masqueradeBit": ("masquerade_bit", v.int_in(0, 31)),
+    "ipvs.scheduler": ("ipvs_scheduler", str),
+    "ipvs.strictARP": ("ipvs_strict_arp", _bool),
+    "ipvs.excludeCIDRs": ("ipvs_exclude_cidrs", v.cidrs),
     "{mode}.syncPeriod": ("sync_period", _duration),
     "{mode}.minSyncPeriod": ("min_sync_period", _duration),
 }
@@ -178,7 +108,7 @@ FILE_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
 # 0s duration, null, false), and kube-proxy's defaulting treats a zero as unset; so does this. A
 # masquerade bit of 0 is a real choice (only null means unset), and false is a value for the
 # booleans read here (for the ones not implemented, false is kube-proxy's default: nothing to warn).
-ZERO_IS_A_VALUE = {"{mode}.masqueradeBit"}
+ZERO_IS_A_VALUE = {"{masq}.masqueradeBit"}
 
 
 def _zero(value: Any, false_too: bool = False) -> bool:
@@ -210,9 +140,9 @@ def load_file(path: str, settings: ProxySettings, warn: Callable[[str], None]) -
         mode = _mode(doc.get("mode") or "iptables")
     except ValueError as e:
         raise ConfigError(f"{path}: field mode: {e}") from None
-    fields = {key.replace("{mode}", mode): target for key, target in FILE_FIELDS.items()}
-    zero_is_a_value = {key.replace("{mode}", mode) for key in ZERO_IS_A_VALUE}
-    other = "nftables" if mode == "iptables" else "iptables"
+    masq = "iptables" if mode == "ipvs" else mode
+    fields = {key.replace("{mode}", mode).replace("{masq}", masq): target for key, target in FILE_FIELDS.items()}
+    zero_is_a_value = {key.replace("{masq}", masq) for key in ZERO_IS_A_VALUE}
     for key, value in _leaves(doc):
         if key in ("apiVersion", "kind"):
             continue
@@ -224,8 +154,8 @@ def load_file(path: str, settings: ProxySettings, warn: Callable[[str], None]) -
                 setattr(settings, attr, parse(value))
             except (ValueError, TypeError) as e:
                 raise ConfigError(f"{path}: field {key}: {e}") from None
-        elif key.split(".")[0] == other:
-            continue  # the other mode's section: not ours to read
+        elif key.split(".")[0] in MODES and key.split(".")[0] != mode:
+            continue  # another mode's section: not ours to read
         elif key in UNIMPLEMENTED_FIELDS or key.split(".")[0] in UNIMPLEMENTED_FIELDS:
             if not _zero(value, false_too=True):
                 warn(f"{path}: field {key} is not implemented by pykubelet proxy; ignored")
@@ -240,21 +170,29 @@ FLAGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "kubeconfig": ("kubeconfig", str),
     "hostname-override": ("node_name", str),
     "proxy-mode": ("mode", _mode),
-    "cluster-cidr": ("cluster_cidrs", _cidrs),
-    "nodeport-addresses": ("nodeport_addresses", _nodeport_addresses),
+    "cluster-cidr": ("cluster_cidrs", v.cidrs),
+    "nodeport-addresses": ("nodeport_addresses", v.nodeport_addresses),
     "masquerade-all": ("masquerade_all", _bool),
-    "metrics-bind-address": ("metrics_bind_address", _address(METRICS_PORT)),
-    "healthz-bind-address": ("healthz_bind_address", _address(HEALTHZ_PORT)),
-    "bind-address": ("bind_address", _ip),
-    "detect-local-mode": ("detect_local_mode", _local_mode),
+    "metrics-bind-address": ("metrics_bind_address", v.address(METRICS_PORT)),
+    "healthz-bind-address": ("healthz_bind_address", v.address(HEALTHZ_PORT)),
+    "bind-address": ("bind_address", v.ip),
+    "detect-local-mode": ("detect_local_mode", v.local_mode),
     "iptables-sync-period": ("sync_period", _duration),
     "iptables-min-sync-period": ("min_sync_period", _duration),
-    "iptables-masquerade-bit": ("masquerade_bit", _int_in(0, 31)),
+    "iptables-masquerade-bit": ("masquerade_bit", v.int_in(0, 31)),
     "iptables-localhost-nodeports": ("localhost_nodeports", _bool),
-    "kube-api-qps": ("qps", _positive),
-    "kube-api-burst": ("burst", _int_in(1, 1 << 20)),
+    "ipvs-sync-period": ("sync_period", _duration),
+    "ipvs-min-sync-period": ("min_sync_period", _duration),
+    "ipvs-scheduler": ("ipvs_scheduler", str),
+    "ipvs-strict-arp": ("ipvs_strict_arp", _bool),
+    "ipvs-exclude-cidrs": ("ipvs_exclude_cidrs", v.cidrs),
+    "kube-api-qps": ("qps", v.positive),
+    "kube-api-burst": ("burst", v.int_in(1, 1 << 20)),
 }
-BOOLEAN_FLAGS = {"masquerade-all", "iptables-localhost-nodeports"}
+BOOLEAN_FLAGS = {"masquerade-all", "iptables-localhost-nodeports", "ipvs-strict-arp"}
+# The sync period flags of the ipvs mode count in it only; the iptables ones everywhere else (kube-proxy's rule).
+IPVS_ONLY = {"ipvs-sync-period": True, "ipvs-min-sync-period": True, "iptables-sync-period": False,
+             "iptables-min-sync-period": False}
 ALWAYS_APPLIED = {"hostname-override"}  # even with --config (kube-proxy's exception)
 
 
@@ -263,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="kube-proxy's job on the node: Service IPs and NodePorts to endpoints.")
     p.add_argument("--config", help="KubeProxyConfiguration file; with it, the flags below are ignored "
                                     "(as kube-proxy does) except --hostname-override")
-    p.add_argument("--cleanup", action="store_true", help="remove every rule the proxy installed (both modes) and exit")
+    p.add_argument("--cleanup", action="store_true", help="remove every rule the proxy installed (all modes) and exit")
     p.add_argument("--v", "-v", type=int, default=0, help="log verbosity (4 and up: debug)")
     for flag in FLAGS:
         extra = {"nargs": "?", "const": "true"} if flag in BOOLEAN_FLAGS else {}
@@ -282,6 +220,8 @@ def settings_from_args(argv: list[str], warn: Callable[[str], None]) -> ProxySet
             warn(f"flag --{flag} is ignored: with --config the file's value counts (as in kube-proxy)")
         given = {flag: value for flag, value in given.items() if flag in ALWAYS_APPLIED}
     for flag, text in given.items():
+        if IPVS_ONLY.get(flag, settings.mode == "ipvs") != (settings.mode == "ipvs"):
+            continue
         attr, parse = FLAGS[flag]
         try:
             setattr(settings, attr, parse(text))

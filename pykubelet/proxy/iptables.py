@@ -129,11 +129,16 @@ class IptablesBackend:
 
     async def lost_rules(self) -> bool:
         """Someone flushed the tables since our last full sync (the mangle canary is gone)."""
-        try:
-            await run("iptables", "-w", "5", "-t", "mangle", "-S", CANARY)
-            return False
-        except CommandFailed:
-            return True
+        return not await canary_present()
+
+
+async def canary_present() -> bool:
+    """The iptables mode's canary chain exists: it ran here, and nobody flushed the tables since."""
+    try:
+        await run("iptables", "-w", "5", "-t", "mangle", "-S", CANARY)
+        return True
+    except CommandFailed:
+        return False
 
 
 OUR_CHAINS = {
@@ -143,11 +148,12 @@ OUR_CHAINS = {
 }
 
 
-async def cleanup() -> bool:
-    """Remove every chain and jump of the iptables mode; whether there was anything to remove."""
+async def cleanup(chains: dict[str, set[str]] | None = None) -> bool:
+    """Remove every chain and jump of the iptables mode (or of `chains`, table -> names: the IPVS
+    mode's); whether there was anything to remove."""
     saved = tables(await run("iptables-save"))
     batch: list[str] = []
-    for table, ours in OUR_CHAINS.items():
+    for table, ours in (chains or OUR_CHAINS).items():
         lines = saved.get(table, [])
         present = {c for c in chains_of(lines) if c in ours or (table == "nat" and names.is_iptables_service_chain(c))}
         if not present:

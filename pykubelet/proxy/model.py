@@ -88,7 +88,7 @@ class ServicePort:
 
 @dataclass(frozen=True)
 class CommonSettings:
-    """What the rules of both modes depend on besides the Service ports (each mode's
+    """What the rules of every mode depend on besides the Service ports (each mode's
     RuleSettings adds its own)."""
 
     masquerade_bit: int = 14

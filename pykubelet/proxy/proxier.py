@@ -1,4 +1,4 @@
-"""What one sync is: the watches' objects -> Service ports -> the backend (iptables or nftables).
+"""What one sync is: the watches' objects -> Service ports -> the backend (iptables, nftables or IPVS).
 
 Full or partial: the first sync, the one after a failure, and the periodic one (every syncPeriod)
 are full; a sync that a change asked for writes only the Service ports that differ from the last

@@ -3,7 +3,7 @@
 It runs in the node's network namespace (on a real node, the host's), as kube-proxy does, and
 leaves its rules in place when it stops: Services keep working while it restarts, and the next
 run takes the rules over (a full sync) and removes those of Services deleted meanwhile. Starting
-in one mode removes what the other mode left behind; `--cleanup` removes both and exits.
+in one mode removes what another mode left behind; `--cleanup` removes all three and exits.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Any
 
 from pykubelet.kube import errors
 from pykubelet.kube.reflector import Objects, Reflector
-from pykubelet.proxy import iptables, iptables_rules, nftables, nftables_rules
+from pykubelet.proxy import iptables, iptables_rules, ipvs, ipvs_state, nftables, nftables_rules
 from pykubelet.proxy.commands import CommandFailed, run
-from pykubelet.proxy.config import ConfigError, ProxySettings, settings_from_args
+from pykubelet.proxy.config import MODES, ConfigError, ProxySettings, settings_from_args
 from pykubelet.proxy.health import HealthState, health_app, metrics_app, serve
 from pykubelet.proxy.inputs import SERVICES_QUERY, SLICES_QUERY, Inputs
 from pykubelet.proxy.proxier import Backend, Proxier
@@ -83,6 +83,15 @@ async def make_backend(settings: ProxySettings, node: dict[str, Any] | None) -> 
     if settings.mode == "nftables":
         return nftables.NftablesBackend(nftables_rules.RuleSettings(
             settings.masquerade_bit, settings.masquerade_all, local, ip, ports_at))
+    if settings.mode == "ipvs":
+        log.warning("The ipvs proxy mode is deprecated in kube-proxy (since v1.35) and may be removed; "
+                    "nftables is its successor")
+        backend = ipvs.IpvsBackend(ipvs_state.IpvsSettings(
+            settings.masquerade_bit, settings.masquerade_all, local, ip, ports_at, localhost_nodeports=False,
+            random_fully=await _random_fully(), scheduler=settings.ipvs_scheduler or ipvs_state.DEFAULT_SCHEDULER,
+            exclude_cidrs=tuple(settings.ipvs_exclude_cidrs)), strict_arp=settings.ipvs_strict_arp)
+        await backend.prepare()  # no IPVS here: stop now, as kube-proxy does, not at every sync
+        return backend
     loopback = ports_at is None or any(ipaddress.ip_address(a).is_loopback for a in ports_at)
     localhost = settings.localhost_nodeports and loopback
     if localhost and _sysctl("ipv4/conf/all/route_localnet") != "1":
@@ -104,11 +113,23 @@ async def _random_fully() -> bool:
         return False
 
 
-async def clean_up(modes: tuple[str, ...]) -> list[str]:
-    """Remove what the given modes installed; the modes that had something."""
+async def _was_here(mode: str) -> bool:
+    """Whether `mode` left anything behind that another mode sharing its chains must remove: the
+    iptables mode its canary chain, the IPVS mode kube-ipvs0. (Both use KUBE-SERVICES and
+    friends, so a restart in one of them must not remove the chains as the other's.)"""
+    if mode == "iptables":
+        return await iptables.canary_present()
+    return await ipvs.used()
+
+
+async def clean_up(modes: tuple[str, ...], running: str = "") -> list[str]:
+    """Remove what the given modes installed (before `running` starts, only what another mode
+    left behind); the modes that had something."""
     removed = []
-    for mode, cleanup in (("iptables", iptables.cleanup), ("nftables", nftables.cleanup)):
+    for mode, cleanup in (("iptables", iptables.cleanup), ("ipvs", ipvs.cleanup), ("nftables", nftables.cleanup)):
         if mode not in modes:
+            continue
+        if running in ("iptables", "ipvs") and mode in ("iptables", "ipvs") and not await _was_here(mode):
             continue
         try:
             if await cleanup():
@@ -135,9 +156,8 @@ class ProxyServer:
         from pykubelet.kube.client import KubeClient
 
         s = self.settings
-        other = "nftables" if s.mode == "iptables" else "iptables"
-        if removed := await clean_up((other,)):
-            log.info("Removed the rules another proxy mode left behind", mode=removed[0])
+        if removed := await clean_up(tuple(m for m in MODES if m != s.mode), s.mode):
+            log.info("Removed the rules another proxy mode left behind", modes=",".join(removed))
         kube = await KubeClient.from_kubeconfig(s.kubeconfig, s.qps, s.burst, user_agent="pykubelet-proxy")
         runners: list = []
         tasks = Tasks()
@@ -186,11 +206,11 @@ class ProxyServer:
 
 
 def _check_tools(mode: str) -> None:
-    needed = ("iptables-save", "iptables-restore", "iptables") if mode == "iptables" else ("nft",)
+    needed = ("nft",) if mode == "nftables" else ("iptables-save", "iptables-restore", "iptables")
     path = os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin").split(os.pathsep)
     for tool in needed:
         if not any(os.access(os.path.join(d, tool), os.X_OK) for d in path):
-            package = "iptables" if mode == "iptables" else "nftables"
+            package = "nftables" if mode == "nftables" else "iptables"
             raise ConfigError(f"{mode} mode needs {tool}, which is not installed (Debian: apt-get install {package})")
 
 
@@ -219,7 +239,7 @@ def main(argv: list[str]) -> int:
     setup_logging(settings.verbosity)
     if settings.cleanup:
         try:
-            removed = asyncio.run(clean_up(("iptables", "nftables")))
+            removed = asyncio.run(clean_up(MODES))
         except CommandFailed as e:
             print(f"pykubelet proxy: cleanup failed: {e}", file=sys.stderr)
             return 1

@@ -53,6 +53,29 @@ def test_the_file_takes_the_settings_of_its_mode(tmp_path):
     assert s.kubeconfig == "/etc/kp.conf" and s.nodeport_addresses == ["primary"] and warnings == []
 
 
+def test_the_ipvs_mode_reads_its_section_and_the_iptables_masquerade_settings_as_kube_proxy_does(tmp_path):
+    path = write(tmp_path, config(mode="ipvs", iptables={"syncPeriod": "5s", "masqueradeAll": True, "masqueradeBit": 0},
+                                  nftables={"syncPeriod": "1m", "masqueradeBit": 10},
+                                  ipvs={"syncPeriod": "45s", "minSyncPeriod": "2s", "scheduler": "lc",
+                                        "strictARP": True, "excludeCIDRs": ["10.250.0.0/16"], "tcpTimeout": "0s"}))
+    s, warnings = parse(["--config", path])
+    assert (s.mode, s.sync_period, s.min_sync_period, s.masquerade_all, s.masquerade_bit) == ("ipvs", 45.0, 2.0, True, 0)
+    assert (s.ipvs_scheduler, s.ipvs_strict_arp, s.ipvs_exclude_cidrs) == ("lc", True, ["10.250.0.0/16"])
+    assert warnings == []
+    path = write(tmp_path, config(mode="ipvs", ipvs={"tcpTimeout": "900s"}))
+    s, warnings = parse(["--config", path])
+    assert s.ipvs_scheduler == "rr" and warnings == [f"{path}: field ipvs.tcpTimeout is not implemented by pykubelet "
+                                                     "proxy; ignored"]
+
+
+def test_the_ipvs_sync_period_flags_count_in_the_ipvs_mode_only():
+    argv = ["--kubeconfig", "/k", "--iptables-sync-period", "10s", "--ipvs-sync-period", "20s", "--ipvs-strict-arp"]
+    ipvs, _ = parse(argv + ["--proxy-mode", "ipvs", "--ipvs-scheduler", "sh"])
+    iptables, _ = parse(argv)
+    assert (ipvs.sync_period, ipvs.ipvs_scheduler, ipvs.ipvs_strict_arp) == (20.0, "sh", True)
+    assert iptables.sync_period == 10.0
+
+
 def test_with_a_file_other_flags_are_ignored_as_kube_proxy_does_but_we_say_so(tmp_path):
     path = write(tmp_path, config())
     s, warnings = parse(["--config", path, "--proxy-mode", "nftables", "--hostname-override", "n1"])
@@ -68,8 +91,8 @@ def test_unknown_and_unimplemented_fields_warn(tmp_path):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--kubeconfig", "/k", "--proxy-mode", "ipvs"], "flag --proxy-mode: ipvs is not supported"),
-    (["--kubeconfig", "/k", "--proxy-mode", "userspace"], "flag --proxy-mode: must be one of iptables, nftables"),
+    (["--kubeconfig", "/k", "--proxy-mode", "userspace"], "flag --proxy-mode: must be one of iptables, nftables, ipvs"),
+    (["--kubeconfig", "/k", "--ipvs-exclude-cidrs", "10.0.0.0/40"], "flag --ipvs-exclude-cidrs: invalid CIDR"),
     (["--kubeconfig", "/k", "--cluster-cidr", "10.244.0.0/33"], "flag --cluster-cidr: invalid CIDR"),
     (["--kubeconfig", "/k", "--iptables-masquerade-bit", "32"], "flag --iptables-masquerade-bit: must be an integer"),
     (["--kubeconfig", "/k", "--healthz-bind-address", "nowhere:1"], "flag --healthz-bind-address: must be IP:port"),
