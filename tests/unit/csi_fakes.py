@@ -3,6 +3,7 @@ registration service served by grpcio on unix sockets, and an apiserver's object
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import os
 from typing import Any
@@ -28,9 +29,13 @@ class FakeNodeDriver(csi_grpc.NodeServicer):
                                             accessible_topology=csi.Topology(segments=topology or {}))
         self.requests: list[tuple[str, Any]] = []
         self.fail: dict[str, grpc.StatusCode] = {}
+        self.hang: set[str] = set()
+        """Methods that never answer (until the server stops)."""
 
     async def _answer(self, method: str, request: Any, context: Any) -> None:
         self.requests.append((method, request))
+        if method in self.hang:
+            await asyncio.Event().wait()
         if method in self.fail:
             await context.abort(self.fail[method], f"{method} refused")
 

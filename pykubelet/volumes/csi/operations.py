@@ -75,9 +75,10 @@ def _remove_mount_dir(target: str) -> None:
             os.unlink(path)  # a block volume's target is a file
 
 
-def _prepare(directory: str, data: dict[str, str]) -> None:
+def _prepare(directory: str, data_dir: str, data: dict[str, str]) -> None:
+    """Make directory (0750, parents too) and record data in data_dir/vol_data.json."""
     os.makedirs(directory, mode=DIR_MODE, exist_ok=True)
-    vol_data.save(directory, data)
+    vol_data.save(data_dir, data)
 
 
 def _rpc_error(e: CsiCallError) -> CsiOperationError:
@@ -106,7 +107,17 @@ class CsiNodeOperations:
             raise CsiOperationError(str(e)) from None  # nothing was asked of the driver yet
 
     def staging_path(self, volume: CsiVolume) -> str:
-        return paths.global_mount_path(self.root_dir, volume.driver, volume.volume_handle)
+        try:
+            return paths.global_mount_path(self.root_dir, volume.driver, volume.volume_handle)
+        except paths.CsiPathError as e:
+            raise CsiOperationError(str(e)) from None
+
+    def target_path(self, pod_uid: str, spec_name: str) -> str:
+        """NodePublishVolume's target for the pod's volume."""
+        try:
+            return paths.publish_target_path(self.root_dir, pod_uid, spec_name)
+        except paths.CsiPathError as e:
+            raise CsiOperationError(str(e)) from None
 
     async def stage(self, volume: CsiVolume, secrets: Mapping[str, str], fs_group: int | None = None) -> str:
         """NodeStageVolume at the global mount path; that path, or "" for a driver that does not
@@ -116,7 +127,8 @@ class CsiNodeOperations:
         if Capability.STAGE_UNSTAGE_VOLUME not in capabilities:
             return ""
         staging = self.staging_path(volume)
-        await asyncio.to_thread(_prepare, staging, vol_data.staged_data(volume.driver, volume.volume_handle))
+        await asyncio.to_thread(_prepare, staging, os.path.dirname(staging),
+                                vol_data.staged_data(volume.driver, volume.volume_handle))
         try:
             await client.node_stage_volume(
                 self._request(volume, secrets, volume.volume_attributes, fs_group, capabilities), staging,
@@ -148,10 +160,11 @@ class CsiNodeOperations:
         the pod information a podInfoOnMount driver gets; staging_path: what stage() returned."""
         client = self._client(volume.driver, "mounter.SetUpAt failed to get CSI client")
         capabilities = await self._capabilities(client)
-        target = paths.publish_target_path(self.root_dir, pod_uid, volume.spec_name)
+        target = self.target_path(pod_uid, volume.spec_name)
         data = vol_data.published_data(volume.spec_name, volume.driver, volume.volume_handle, self.node_name,
                                        volume.lifecycle_mode)
-        await asyncio.to_thread(_prepare, os.path.dirname(target), data)
+        # Only the target's parent: the target itself is the driver's to make.
+        await asyncio.to_thread(_prepare, os.path.dirname(target), os.path.dirname(target), data)
         try:
             await client.node_publish_volume(
                 self._request(volume, secrets, volume_context, fs_group, capabilities), target, staging_path,
@@ -164,7 +177,7 @@ class CsiNodeOperations:
 
     async def unpublish(self, pod_uid: str, spec_name: str) -> None:
         """NodeUnpublishVolume of the pod's volume that vol_data.json names, then its directories."""
-        target = paths.publish_target_path(self.root_dir, pod_uid, spec_name)
+        target = self.target_path(pod_uid, spec_name)
         data = await asyncio.to_thread(vol_data.load, os.path.dirname(target))
         if data is None:
             return
