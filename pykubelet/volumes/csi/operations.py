@@ -106,6 +106,11 @@ class CsiNodeOperations:
         except CsiCallError as e:
             raise CsiOperationError(str(e)) from None  # nothing was asked of the driver yet
 
+    async def stages(self, driver: str) -> bool:
+        """Whether the driver stages volumes (STAGE_UNSTAGE_VOLUME): only then are stage secrets read."""
+        client = self._client(driver, "attacher.MountDevice failed to create newCsiDriverClient")
+        return Capability.STAGE_UNSTAGE_VOLUME in await self._capabilities(client)
+
     def staging_path(self, volume: CsiVolume) -> str:
         try:
             return paths.global_mount_path(self.root_dir, volume.driver, volume.volume_handle)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 
+from pykubelet.runtime import paths as pod_paths
 from pykubelet.util.safe_remove import UnsafeName, check_plain_name
 
 PLUGIN_NAME = "kubernetes.io/csi"
@@ -56,8 +57,8 @@ def global_mount_path(root_dir: str, driver: str, volume_handle: str) -> str:
 
 def pod_volume_dir(root_dir: str, pod_uid: str, spec_name: str) -> str:
     """The directory holding one pod's published volume (mount/) and its vol_data.json."""
-    return os.path.join(root_dir, "pods", _plain(pod_uid, "pod UID"), "volumes", ESCAPED_PLUGIN_NAME,
-                        _plain(spec_name, "volume name"))
+    return pod_paths.volume_dir(root_dir, _plain(pod_uid, "pod UID"), ESCAPED_PLUGIN_NAME,
+                                _plain(spec_name, "volume name"))
 
 
 def publish_target_path(root_dir: str, pod_uid: str, spec_name: str) -> str:
