@@ -20,7 +20,7 @@ import asyncio
 import json
 from typing import Any, Protocol
 
-from pykubelet.kube.errors import Conflict, NotFound
+from pykubelet.kube.errors import Conflict, KubeError, NotFound
 
 NODE_ID_ANNOTATION = "csi.volume.kubernetes.io/nodeid"
 MIGRATED_PLUGINS_ANNOTATION = "storage.alpha.kubernetes.io/migrated-plugins"
@@ -134,7 +134,7 @@ class NodeInfoWriter:
                 return await attempt()
             except NodeInfoError as e:
                 raise NodeInfoError(f"{what}: {e}") from None
-            except Exception as e:  # an apiserver answer or a lost connection: read again, retry
+            except KubeError as e:  # an apiserver answer or no answer: read again, retry
                 if not left:
                     raise NodeInfoError(f"{what}: {e}") from None
                 if not isinstance(e, Conflict):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 from pykubelet.util.mounts import is_mount_point
 from pykubelet.volumes.csi import paths, vol_data
@@ -25,6 +25,7 @@ from pykubelet.volumes.csi.drivers import DriverNotRegistered, DriverRegistry
 from pykubelet.volumes.csi.node_client import Capability, CsiCallError, CsiNodeClient, VolumeRequest
 
 _PREFIX = "kubernetes.io/csi: "
+T = TypeVar("T")
 DIR_MODE = 0o750
 
 
@@ -81,6 +82,14 @@ def _prepare(directory: str, data_dir: str, data: dict[str, str]) -> None:
     vol_data.save(data_dir, data)
 
 
+async def _on_disk(what: str, function: Callable[..., T], *args: Any) -> T:
+    """Run a blocking directory or file step in a thread; its failure as a CsiOperationError."""
+    try:
+        return await asyncio.to_thread(function, *args)
+    except (OSError, vol_data.VolDataError) as e:
+        raise CsiOperationError(f"{_PREFIX}{what}: {e}") from None
+
+
 def _rpc_error(e: CsiCallError) -> CsiOperationError:
     return CsiOperationError(str(e), e.final)
 
@@ -132,22 +141,23 @@ class CsiNodeOperations:
         if Capability.STAGE_UNSTAGE_VOLUME not in capabilities:
             return ""
         staging = self.staging_path(volume)
-        await asyncio.to_thread(_prepare, staging, os.path.dirname(staging),
-                                vol_data.staged_data(volume.driver, volume.volume_handle))
+        await _on_disk("attacher.MountDevice failed to create dir", _prepare, staging, os.path.dirname(staging),
+                       vol_data.staged_data(volume.driver, volume.volume_handle))
         try:
             await client.node_stage_volume(
                 self._request(volume, secrets, volume.volume_attributes, fs_group, capabilities), staging,
                 multi_writer=Capability.SINGLE_NODE_MULTI_WRITER in capabilities)
         except CsiCallError as e:
             if e.final:
-                await asyncio.to_thread(_remove_mount_dir, staging)
+                await _on_disk("attacher.MountDevice failed to remove mount dir", _remove_mount_dir, staging)
             raise _rpc_error(e) from None
         return staging
 
     async def unstage(self, staging_path: str) -> None:
         """NodeUnstageVolume of what vol_data.json beside staging_path names, then the directories.
         Nothing recorded there: nothing was staged."""
-        data = await asyncio.to_thread(vol_data.load, os.path.dirname(staging_path))
+        data = await _on_disk("attacher.UnmountDevice failed to get driver and volume name", vol_data.load,
+                              os.path.dirname(staging_path))
         if data is None:
             return
         client = self._client(data.get(vol_data.DRIVER_NAME, ""), "attacher.UnmountDevice failed to create newCsiDriverClient")
@@ -156,7 +166,7 @@ class CsiNodeOperations:
                 await client.node_unstage_volume(data.get(vol_data.VOLUME_HANDLE, ""), staging_path)
             except CsiCallError as e:
                 raise CsiOperationError(f"{_PREFIX}attacher.UnmountDevice failed: {e}", e.final) from None
-        await asyncio.to_thread(_remove_mount_dir, staging_path)
+        await _on_disk("failed to clean up global mount", _remove_mount_dir, staging_path)
 
     async def publish(self, pod_uid: str, volume: CsiVolume, read_only: bool, secrets: Mapping[str, str],
                       volume_context: Mapping[str, str], staging_path: str = "",
@@ -169,21 +179,22 @@ class CsiNodeOperations:
         data = vol_data.published_data(volume.spec_name, volume.driver, volume.volume_handle, self.node_name,
                                        volume.lifecycle_mode)
         # Only the target's parent: the target itself is the driver's to make.
-        await asyncio.to_thread(_prepare, os.path.dirname(target), os.path.dirname(target), data)
+        await _on_disk("mounter.SetUpAt failed to create dir", _prepare, os.path.dirname(target),
+                       os.path.dirname(target), data)
         try:
             await client.node_publish_volume(
                 self._request(volume, secrets, volume_context, fs_group, capabilities), target, staging_path,
                 read_only, multi_writer=Capability.SINGLE_NODE_MULTI_WRITER in capabilities)
         except CsiCallError as e:
             if e.final:
-                await asyncio.to_thread(_remove_mount_dir, target)
+                await _on_disk("mounter.SetupAt failed to remove mount dir", _remove_mount_dir, target)
             raise _rpc_error(e) from None
         return Published(target, fs_group is not None and Capability.VOLUME_MOUNT_GROUP in capabilities)
 
     async def unpublish(self, pod_uid: str, spec_name: str) -> None:
         """NodeUnpublishVolume of the pod's volume that vol_data.json names, then its directories."""
         target = self.target_path(pod_uid, spec_name)
-        data = await asyncio.to_thread(vol_data.load, os.path.dirname(target))
+        data = await _on_disk("Unmounter.TearDownAt failed to read volume data", vol_data.load, os.path.dirname(target))
         if data is None:
             return
         client = self._client(data.get(vol_data.DRIVER_NAME, ""), "Unmounter.TearDownAt failed to get CSI client")
@@ -191,7 +202,7 @@ class CsiNodeOperations:
             await client.node_unpublish_volume(data.get(vol_data.VOLUME_HANDLE, ""), target)
         except CsiCallError as e:
             raise CsiOperationError(f"{_PREFIX}Unmounter.TearDownAt failed: {e}", e.final) from None
-        await asyncio.to_thread(_remove_mount_dir, target)
+        await _on_disk("Unmounter.TearDownAt failed to clean mount dir", _remove_mount_dir, target)
 
     @staticmethod
     def _request(volume: CsiVolume, secrets: Mapping[str, str], context: Mapping[str, str], fs_group: int | None,

@@ -12,7 +12,8 @@ from typing import Protocol
 
 from pykubelet.util.log import get_logger
 from pykubelet.volumes.csi.drivers import Driver, DriverRegistry, VersionError
-from pykubelet.volumes.csi.node_client import CsiNodeClient, NodeInfo
+from pykubelet.volumes.csi.node_client import CsiCallError, CsiNodeClient, NodeInfo
+from pykubelet.volumes.csi.node_info import NodeInfoError
 
 log = get_logger(__name__)
 
@@ -58,7 +59,7 @@ class CsiRegistrationHandler:
         try:
             info = await CsiNodeClient(endpoint, self.get_info_timeout).node_get_info()
             await self.sink.install_driver(name, info.node_id, info.max_volumes_per_node, info.topology)
-        except Exception as e:  # a driver's answer or the API's: not registered, told so
+        except (CsiCallError, NodeInfoError) as e:  # the driver's answer or the API's: not registered, told so
             await self._unregister(name)
             raise RegistrationError(str(e)) from None
         log.info("Registered CSI driver", driver=name, endpoint=endpoint, node_id=info.node_id)
@@ -72,5 +73,5 @@ class CsiRegistrationHandler:
         self.drivers.remove(name)
         try:
             await self.sink.uninstall_driver(name)
-        except Exception as e:  # the API object keeps a stale entry; the driver is gone from the node all the same
+        except NodeInfoError as e:  # the API keeps a stale entry; the driver is gone from the node all the same
             log.error("Error uninstalling CSI driver", driver=name, err=str(e))
