@@ -192,3 +192,21 @@ def test_the_highest_1x_version_is_chosen():
     assert highest_supported_version(["0.3.0", "1.0.0", "v1.2", "2.0.0"]) == (1, 2)
     with pytest.raises(VersionError):
         highest_supported_version(["1"])  # not a version: major.minor at least
+
+
+async def test_a_stale_socket_does_not_hold_up_the_others(bed, api):
+    import asyncio
+    import socket as sockets
+    from tests.helpers import wait_for
+    bed.watcher.dial_timeout = 60.0  # the stale socket is given up on only after this
+    stale = sockets.socket(sockets.AF_UNIX)
+    stale.bind(os.path.join(registry_dir(bed.root), "a-dead-reg.sock"))  # bound, never listening; scanned first
+    registrar = FakeRegistrar(DRIVER, await bed.driver(FakeNodeDriver()))
+    await bed.registrar(registrar)
+    sync = asyncio.create_task(bed.watcher.sync_once())
+    try:
+        await wait_for(lambda: registrar.statuses, 10, "the live registrar told it is registered")
+    finally:
+        sync.cancel()
+        stale.close()
+    assert registrar.statuses == [(True, "")] and bed.drivers.names() == [DRIVER]

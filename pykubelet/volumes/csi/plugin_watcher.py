@@ -76,10 +76,12 @@ def scan(directory: str) -> dict[str, tuple[int, int]]:
 class PluginWatcher:
     """Registers the plugins whose sockets appear in `directory` with the CSI handler."""
 
-    def __init__(self, directory: str, handler: CsiRegistrationHandler, period: float = SCAN_PERIOD):
+    def __init__(self, directory: str, handler: CsiRegistrationHandler, period: float = SCAN_PERIOD,
+                 dial_timeout: float = DIAL_TIMEOUT):
         self.directory = directory
         self.handler = handler
         self.period = period
+        self.dial_timeout = dial_timeout
         self.registered: dict[str, Registered] = {}
         """Socket path -> the plugin registered through it."""
         self._backoff = Backoff(RETRY_INITIAL, RETRY_MAX)
@@ -99,11 +101,12 @@ class PluginWatcher:
             if sockets.get(path) != plugin.identity:
                 del self.registered[path]
                 await self.handler.deregister(plugin.name)
-        for path, identity in sorted(sockets.items()):
+        new = [(path, identity) for path, identity in sorted(sockets.items())
+               if path not in self.registered and not self._backoff.in_backoff_since_update(f"{path}\0{identity}")]
+        # Side by side: a stale socket nobody answers on holds up only its own registration.
+        names = await asyncio.gather(*(self._register(path, identity) for path, identity in new))
+        for (path, identity), name in zip(new, names):
             key = f"{path}\0{identity}"
-            if path in self.registered or self._backoff.in_backoff_since_update(key):
-                continue
-            name = await self._register(path, identity)
             if name is None:
                 self._backoff.next(key, self._backoff.clock())
             else:
@@ -113,7 +116,7 @@ class PluginWatcher:
         """Register the plugin at the socket; its name, or None when it was not registered."""
         try:
             async with grpc.aio.insecure_channel(f"unix://{path}") as channel:
-                await asyncio.wait_for(channel.channel_ready(), DIAL_TIMEOUT)
+                await asyncio.wait_for(channel.channel_ready(), self.dial_timeout)
                 stub = reg_grpc.RegistrationStub(channel)
                 info = await stub.GetInfo(reg.InfoRequest(), timeout=GET_INFO_TIMEOUT)
                 error = await self._try_register(path, identity, info)
