@@ -102,6 +102,8 @@ class Parts:
             tasks.loop("client-certificate-rotation", self.cluster.rotation.run())
         if self.api_clients is not None:
             tasks.loop("service-watch", self.api_clients.services.run())
+            if self.api_clients.csi is not None:
+                tasks.loop("csi-plugin-registration", self.api_clients.csi.watcher.run())
         if self.node is not None:
             tasks.loop("node-status", self.node.run())
             # Ready may turn True now, not at the next status period.
@@ -193,9 +195,11 @@ async def _build(s: Settings, cri: CRIClient, cluster: Cluster | None, syncloop_
         from pykubelet.kube.objects import ObjectCache, ServiceCache
         from pykubelet.kube.tokens import TokenManager
         from pykubelet.volumes.api import ApiClients
+        from pykubelet.volumes.csi.node import build_csi_node
 
         # A changed ConfigMap or Secret wakes the pods that read it.
-        api_clients = ApiClients(ObjectCache(kube, wake.wakeups.wake), TokenManager(kube), ServiceCache(kube))
+        api_clients = ApiClients(ObjectCache(kube, wake.wakeups.wake), TokenManager(kube), ServiceCache(kube),
+                                 build_csi_node(s.root_dir, s.node_name, kube))
     pods = build_pod_path(wake, cri, PodPathSettings(
         facts, allocatable, s.pods.sync_frequency, SysctlAllowlist.build(s.pods.allowed_unsafe_sysctls),
         cni_chain=lambda: runtime_cni_chain(s.network.cni_conf_dir),

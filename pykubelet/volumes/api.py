@@ -27,6 +27,7 @@ from pykubelet.runtime import data_dirs, paths, security
 from pykubelet.util import safe_remove
 from pykubelet.volumes import subpath
 from pykubelet.volumes.claim_volumes import ClaimVolumes
+from pykubelet.volumes.csi.node import CsiNode
 from pykubelet.volumes.atomic_writer import DATA_DIR, FileProjection, PayloadError, write_atomic
 from pykubelet.volumes.projection import (DEFAULT_MODE, MountError, aggregate, downward_api_payload,
                                           object_payload)
@@ -47,6 +48,8 @@ class ApiClients:
     objects: ObjectCache
     tokens: TokenManager
     services: ServiceCache
+    csi: CsiNode | None = None
+    """The registered CSI drivers and the set-up of CSI PVs (None: no driver can register)."""
 
 
 def volume_paths(root_dir: str, pod: Pod) -> dict[str, str]:
@@ -97,7 +100,8 @@ class ApiVolumes:
         self.allocatable = allocatable
         self.clients = clients
         # PersistentVolumeClaims: read with direct GETs, as the kubelet reads them.
-        self.claims = ClaimVolumes(root_dir, node_name, clients.objects.kube.get if clients is not None else None)
+        self.claims = ClaimVolumes(root_dir, node_name, clients.objects.kube.get if clients is not None else None,
+                                   clients.csi.volumes if clients is not None and clients.csi is not None else None)
 
     def register(self, pod: Pod) -> None:
         """Start (or adjust) the watches of the objects the pod refers to."""

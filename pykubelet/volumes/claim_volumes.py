@@ -1,5 +1,6 @@
 """A node's persistent volumes: each pod's claims resolved (claims.py), checked and set up
-(persistent.py), and what its containers mount from them.
+(persistent.py; CSI PVs through their drivers, csi/pv_setup.py), and what its containers mount
+from them.
 
 What the kubelet's volume manager does for them, in its order and words:
 - processing (the claim, its PV, the volume mode) fails → the pod-level "Unable to attach or
@@ -25,9 +26,15 @@ from pykubelet.kube.errors import KubeError
 from pykubelet.volumes import persistent
 from pykubelet.volumes.claim_model import READ_WRITE_ONCE_POD, ClaimObjectError
 from pykubelet.volumes.claims import ClaimError, Get, ResolvedClaim, resolve
+from pykubelet.volumes.csi.drivers import DriverRegistry
+from pykubelet.volumes.csi.operations import CsiNodeOperations, CsiOperationError
+from pykubelet.volumes.csi.pv_setup import CsiPersistentVolumes, CsiSetupError
 from pykubelet.volumes.local import VolumeSetupError
 from pykubelet.volumes.node_affinity import affinity_error
 from pykubelet.volumes.support import CLAIM_KINDS, Unprocessable, device_volume_names, mounted_volume_names
+from pykubelet.util.log import get_logger
+
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -57,10 +64,14 @@ async def _no_api(path: str) -> Any:
 
 
 class ClaimVolumes:
-    def __init__(self, root_dir: str, node_name: str, get: Get | None):
+    def __init__(self, root_dir: str, node_name: str, get: Get | None, csi: CsiPersistentVolumes | None = None):
         self.root_dir = root_dir
         self.node_name = node_name
         self.get: Get = get or _no_api  # None: standalone, no claims can be read
+        # No CSI parts: no driver is registered, and a CSI PV fails as with an unregistered driver.
+        self.csi = csi or CsiPersistentVolumes(CsiNodeOperations(root_dir, node_name, DriverRegistry()),
+                                                lambda path: self.get(path))
+        self._csi_volumes: dict[str, set[str]] = {}  # pod UID -> the CSI PVs published for it
         self._mounts: dict[str, dict[str, ClaimMount]] = {}  # pod UID -> volume -> its mount
         self._local_in_use: dict[str, set[str]] = {}  # local PV name -> UIDs of pods with it mounted
 
@@ -134,6 +145,8 @@ class ClaimVolumes:
         return failures
 
     async def _set_up(self, pod: Pod, claim: ResolvedClaim) -> MountFailure | None:
+        if claim.pv.source_kind == "csi":
+            return await self._set_up_csi(pod, claim)
         try:
             path = await asyncio.to_thread(persistent.set_up, self.root_dir, pod.uid, claim.pv, claim.read_only,
                                            pod.fs_group, pod.fs_group_change_policy)
@@ -142,6 +155,15 @@ class ClaimVolumes:
         self._mounts.setdefault(pod.uid, {})[claim.volume] = ClaimMount(path, claim.read_only)
         if claim.pv.source_kind == "local":
             self._local_in_use.setdefault(claim.pv.name, set()).add(pod.uid)
+        return None
+
+    async def _set_up_csi(self, pod: Pod, claim: ResolvedClaim) -> MountFailure | None:
+        try:
+            path = await self.csi.set_up(pod, claim.pv, claim.read_only)
+        except CsiSetupError as e:
+            return MountFailure(claim.volume, e.operation, claim.pv.name, str(e))
+        self._mounts.setdefault(pod.uid, {})[claim.volume] = ClaimMount(path, claim.read_only)
+        self._csi_volumes.setdefault(pod.uid, set()).add(claim.pv.name)
         return None
 
     def _release(self, uid: str) -> list[str]:
@@ -155,9 +177,21 @@ class ClaimVolumes:
         return had
 
     async def teardown(self, pod: Pod) -> None:
-        """A finished pod's local mounts, unmounted (no container of it starts again)."""
+        """A finished pod's local mounts unmounted and its CSI volumes unpublished (no container
+        of it starts again)."""
         for pv in self._release(pod.uid):
             await asyncio.to_thread(persistent.tear_down_local, self.root_dir, pod.uid, pv)
+        published = self._csi_volumes.get(pod.uid, set())
+        for pv_name in sorted(published):
+            try:
+                await self.csi.tear_down(pod.uid, pv_name)
+            except CsiOperationError as e:  # kept: tried again when the pod's teardown runs again
+                log.warning("UnmountVolume.TearDown failed", pod=f"{pod.namespace}/{pod.name}", volume=pv_name,
+                            err=str(e))
+                continue
+            published.discard(pv_name)
+        if not published:
+            self._csi_volumes.pop(pod.uid, None)
 
     def forget(self, uid: str) -> None:
         """The pod is gone (its directory, with any mount left, is removed by the caller)."""

@@ -134,3 +134,18 @@ async def test_a_local_pv_is_bound_for_its_pod_with_the_fs_group_and_serves_one_
         assert (disk / "old").read_text() == "data"  # the pod's directory went, never the PV's data
     finally:
         unmount_under(str(tmp_path))
+
+
+async def test_a_csi_pv_of_a_driver_not_registered_keeps_the_pod_waiting_with_the_kubelets_event(node, tmp_path):
+    events = record_events(node)
+    kube = with_api(node)
+    kube.objects["/apis/storage.k8s.io/v1/csidrivers/hostpath.csi.k8s.io"] = {
+        "metadata": {"name": "hostpath.csi.k8s.io"}, "spec": {"attachRequired": False}}
+    bind(kube, "data", "pvc-1", {"csi": {"driver": "hostpath.csi.k8s.io", "volumeHandle": "vol-1"}})
+    spec = {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}
+    node.dispatcher.set_pods([pod(containers=app({"name": "data", "mountPath": "/data"}), **spec)])
+    await until(lambda: len(failed_mounts(events)) >= 2, what="tried twice")
+    assert failed_mounts(events)[0] == (
+        'MountVolume.MountDevice failed for volume "pvc-1" : kubernetes.io/csi: attacher.MountDevice failed to '
+        "create newCsiDriverClient: driver name hostpath.csi.k8s.io not found in the list of registered CSI drivers")
+    assert node.container()["state"]["waiting"]["reason"] == "ContainerCreating" and not node.runtime.sandboxes

@@ -1,0 +1,154 @@
+"""A pod's CSI PersistentVolume, set up and torn down as the kubelet's CSI plugin does.
+
+Set up, in the kubelet's order: the driver's CSIDriver (its defaults when there is none) must
+allow persistent volumes; a driver that needs attaching must have its VolumeAttachment attached
+(its attachment metadata is the publish context); the volume is staged once per node (with the
+nodeStageSecretRef's data), then published into the pod (with the nodePublishSecretRef's data,
+the volume attributes and, for a podInfoOnMount driver, the pod's identity); the pod's fsGroup
+goes to the driver (VOLUME_MOUNT_GROUP) or is applied by the agent where the CSIDriver's
+fsGroupPolicy says so. Each failure is a CsiSetupError naming the kubelet's operation, for a
+FailedMount event; the caller tries again later.
+
+Teardown unpublishes the pod's volume, and unstages it once no pod of this agent has it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from pykubelet.api.pod import Pod
+from pykubelet.kube.errors import KubeError
+from pykubelet.volumes.claim_model import PersistentVolume
+from pykubelet.volumes.csi import paths
+from pykubelet.volumes.csi.csidriver import PERSISTENT, CsiDriverError, CsiDriverPolicy, Get, fetch_driver_policy
+from pykubelet.volumes.csi.operations import CsiNodeOperations, CsiOperationError, CsiVolume
+from pykubelet.volumes.csi.source import (CsiPersistentSource, CsiSourceError, SecretFetchError, fetch_secret,
+                                          parse_csi_source, pod_info_context)
+from pykubelet.volumes.ownership import change_ownership
+
+_PREFIX = "kubernetes.io/csi: "
+
+
+class CsiSetupError(Exception):
+    """A step of the set-up failed: `operation` is the kubelet's (MountVolume.SetUp...)."""
+
+    def __init__(self, operation: str, message: str):
+        self.operation = operation
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class _Staged:
+    path: str
+    pods: set[str]
+
+
+def applies_fs_group(policy: CsiDriverPolicy, fs_type: str, access_modes: tuple[str, ...], read_only: bool) -> bool:
+    """Whether the agent changes the volume's group to the pod's fsGroup (the kubelet's rule)."""
+    if policy.fs_group_policy == "None" or read_only:
+        return False
+    if policy.fs_group_policy == "File":
+        return True
+    return bool(fs_type) and any(m in ("ReadWriteOnce", "ReadWriteOncePod") for m in access_modes)
+
+
+class CsiPersistentVolumes:
+    """The CSI PVs of this node's pods; `get` reads API objects (CSIDriver, VolumeAttachment, Secret)."""
+
+    def __init__(self, operations: CsiNodeOperations, get: Get):
+        self.operations = operations
+        self.get = get
+        self._staged: dict[tuple[str, str], _Staged] = {}  # (driver, handle) -> staging path, pods using it
+        self._published: dict[tuple[str, str], tuple[str, str]] = {}  # (pod UID, PV) -> (driver, handle)
+
+    async def _policy(self, driver: str) -> CsiDriverPolicy:
+        try:
+            return await fetch_driver_policy(self.get, driver)
+        except (KubeError, CsiDriverError) as e:
+            raise CsiSetupError("MountVolume.SetUp", f"{_PREFIX}mounter.SetupAt failed to check volume lifecycle "
+                                                     f"mode: {getattr(e, 'message', '') or e}") from None
+
+    async def _publish_context(self, source: CsiPersistentSource) -> dict[str, str]:
+        """The VolumeAttachment's attachment metadata, once the attacher has attached the volume."""
+        name = paths.attachment_name(source.volume_handle, source.driver, self.operations.node_name)
+        try:
+            attachment = await self.get(f"/apis/storage.k8s.io/v1/volumeattachments/{name}")
+        except KubeError as e:
+            raise CsiSetupError("MountVolume.WaitForAttach", f"volume {source.volume_handle} has GET error for "
+                                                             f"volume attachment {name}: {e.message or e}") from None
+        status = attachment.get("status") or {} if isinstance(attachment, dict) else {}
+        if (attachment.get("metadata") or {}).get("deletionTimestamp"):
+            raise CsiSetupError("MountVolume.WaitForAttach", "volume attachment is being deleted")
+        if status.get("attached") is not True:
+            error = (status.get("attachError") or {}).get("message")
+            raise CsiSetupError("MountVolume.WaitForAttach", error or f"volume {source.volume_handle} is not "
+                                                                      f"attached for volume attachment {name}")
+        metadata = status.get("attachmentMetadata") or {}
+        return {k: v for k, v in metadata.items() if isinstance(v, str)} if isinstance(metadata, dict) else {}
+
+    async def _secrets(self, source: CsiPersistentSource, stage: bool, operation: str) -> dict[str, str]:
+        ref, field = ((source.node_stage_secret_ref, "NodeStageSecretRef") if stage
+                      else (source.node_publish_secret_ref, "NodePublishSecretRef"))
+        if ref is None:
+            return {}
+        try:
+            return await fetch_secret(self.get, ref, field)
+        except SecretFetchError as e:
+            raise CsiSetupError(operation, str(e)) from None
+
+    async def set_up(self, pod: Pod, pv: PersistentVolume, read_only: bool) -> str:
+        """Stage (once) and publish the PV for the pod; the host path containers mount."""
+        try:
+            source = parse_csi_source(pv.name, pv.source)
+        except CsiSourceError as e:
+            raise CsiSetupError("MountVolume.NewMounter initialization", str(e)) from None
+        policy = await self._policy(source.driver)
+        if PERSISTENT not in policy.lifecycle_modes:
+            raise CsiSetupError("MountVolume.SetUp", f"{_PREFIX}mounter.SetupAt failed to check volume lifecycle mode: "
+                                                     f'volume mode "{PERSISTENT}" not supported by driver {source.driver} '
+                                                     f"(only supports {list(policy.lifecycle_modes)})")
+        volume = CsiVolume(pv.name, source.driver, source.volume_handle, PERSISTENT,
+                           pv.access_modes[0] if pv.access_modes else "ReadWriteOnce", source.fs_type,
+                           pv.mount_options, source.volume_attributes,
+                           await self._publish_context(source) if policy.attach_required else {})
+        key = (source.driver, source.volume_handle)
+        try:
+            if key not in self._staged:
+                stage_secrets = (await self._secrets(source, True, "MountVolume.MountDevice")
+                                 if await self.operations.stages(source.driver) else {})
+                path = await self.operations.stage(volume, stage_secrets, pod.fs_group)
+                self._staged[key] = _Staged(path, set())
+        except CsiOperationError as e:
+            raise CsiSetupError("MountVolume.MountDevice", str(e)) from None
+        context = dict(source.volume_attributes)
+        if policy.pod_info_on_mount:
+            account = pod.raw.get("spec", {}).get("serviceAccountName") or ""
+            context.update(pod_info_context(pod.name, pod.namespace, pod.uid, account, False))
+        secrets = await self._secrets(source, False, "MountVolume.SetUp")
+        try:
+            published = await self.operations.publish(pod.uid, volume, read_only, secrets, context,
+                                                      self._staged[key].path, pod.fs_group)
+        except CsiOperationError as e:
+            raise CsiSetupError("MountVolume.SetUp", str(e)) from None
+        self._staged[key].pods.add(pod.uid)
+        self._published[(pod.uid, pv.name)] = key
+        if pod.fs_group is not None and not published.fs_group_applied_by_driver and \
+                applies_fs_group(policy, source.fs_type, pv.access_modes, read_only):
+            await asyncio.to_thread(change_ownership, published.target_path, pod.fs_group,
+                                    pod.fs_group_change_policy, read_only)
+        return published.target_path
+
+    async def tear_down(self, pod_uid: str, pv_name: str) -> None:
+        """Unpublish the pod's volume; unstage it when no other pod of this agent has it.
+        CsiOperationError when the driver refused (the caller retries)."""
+        await self.operations.unpublish(pod_uid, pv_name)
+        key = self._published.pop((pod_uid, pv_name), None)
+        staged = self._staged.get(key) if key else None
+        if staged is None:
+            return
+        staged.pods.discard(pod_uid)
+        if not staged.pods:
+            if staged.path:
+                await self.operations.unstage(staged.path)
+            del self._staged[key]
