@@ -49,6 +49,12 @@ class VolumeMount:
     sub_path_expr: str = ""
     """subPathExpr as written: $(VAR) references to the container's env, expanded at start."""
     read_only: bool = False
+    mount_propagation: str = ""
+    """mountPropagation as written: "" (unset, the same as None), None, HostToContainer or
+    Bidirectional (privileged containers only: the validation refuses it elsewhere)."""
+
+
+MOUNT_PROPAGATIONS = ("Bidirectional", "HostToContainer", "None")
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,10 @@ from typing import Any
 
 from pykubelet.api.errors import FieldError, InvalidObject
 from pykubelet.api.field_reader import FieldReader as _Reader
+from pykubelet.api.mount_parse import parse_volume_mounts
 from pykubelet.api.probe_parse import ContainerProbes, parse_container_probes
 from pykubelet.api.pod import (DEFAULT_GRACE_SECONDS, PROTOCOLS, PULL_POLICIES, RESTART_POLICIES, Container,
-                               ContainerPort, EnvVar, Pod, Volume, VolumeMount, default_pull_policy)
+                               ContainerPort, EnvVar, Pod, Volume, default_pull_policy)
 from pykubelet.api.quantity import cpu_millis, quantity_bytes
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -103,7 +104,7 @@ def _parse_container(r: _Reader, raw: Any, path: str, host_network: bool = False
         tty=r.boolean(obj, "tty", path),
         stdin=r.boolean(obj, "stdin", path),
         restart_policy=r.choice(obj, "restartPolicy", path, ("Always",), "") if init else "",
-        volume_mounts=tuple(_parse_mounts(r, obj, path)),
+        volume_mounts=tuple(parse_volume_mounts(r, obj, path)),
         startup_probe=probes.startup_probe,
         liveness_probe=probes.liveness_probe,
         readiness_probe=probes.readiness_probe,
@@ -132,21 +133,6 @@ def _parse_ephemeral(r: _Reader, obj: Any, path: str, targets: set[str]) -> Cont
     if target and target not in targets:  # another ephemeral container is no target either (the API's rule)
         r.fail(f"{path}.targetContainerName", f"Not found: {target!r}")
     return dataclasses.replace(container, target_container_name=target)
-
-
-def _parse_mounts(r: _Reader, container: dict[str, Any], path: str) -> list[VolumeMount]:
-    mounts = []
-    for i, item in enumerate(r.items(container.get("volumeMounts"), f"{path}.volumeMounts")):
-        where = f"{path}.volumeMounts[{i}]"
-        mount = r.mapping(item, where)
-        if mount:
-            sub_path, sub_path_expr = r.string(mount, "subPath", where), r.string(mount, "subPathExpr", where)
-            if sub_path and sub_path_expr:
-                r.fail(f"{where}.subPathExpr", "Invalid value: subPathExpr and subPath are mutually exclusive")
-            mounts.append(VolumeMount(name=r.string(mount, "name", where), mount_path=r.string(mount, "mountPath", where),
-                                      sub_path=sub_path, sub_path_expr=sub_path_expr,
-                                      read_only=r.boolean(mount, "readOnly", where)))
-    return mounts
 
 
 def _parse_volumes(r: _Reader, spec: dict[str, Any]) -> list[Volume]:

@@ -34,6 +34,15 @@ _HOST_PATH_CHECKS = {
 }
 
 
+# The CRI's names for the API's mountPropagation modes; unset and None are both private.
+_PROPAGATION = {
+    "": api.PROPAGATION_PRIVATE,
+    "None": api.PROPAGATION_PRIVATE,
+    "HostToContainer": api.PROPAGATION_HOST_TO_CONTAINER,
+    "Bidirectional": api.PROPAGATION_BIDIRECTIONAL,
+}
+
+
 class VolumeSetupError(Exception):
     """A volume that cannot be set up, in the kubelet's words for its SetUp (no volume name)."""
 
@@ -146,7 +155,8 @@ def container_mounts(root_dir: str, pod: Pod, container: Container, volumes: dic
                      read_only: frozenset[str] | set[str] = frozenset(),
                      env: dict[str, str] | None = None) -> list[api.Mount]:
     """CRI mounts for the container's volumeMounts of the volumes set up (name -> host path);
-    `env`: the container's environment, which subPathExpr is expanded with.
+    `env`: the container's environment, which subPathExpr is expanded with. Each mount carries
+    its mountPropagation (validated when the pod was parsed, Bidirectional only if privileged).
 
     Volumes named in `read_only` are mounted read-only whatever the volumeMount says (configMap,
     secret...). A mount of a volume not set up is an error, never left out: the container would
@@ -168,7 +178,8 @@ def container_mounts(root_dir: str, pod: Pod, container: Container, volumes: dic
             host = subpath.prepare(root_dir, subpath.SubPathMount(pod.uid, container.name, name, index, host,
                                                                   sub_path))
         mounts.append(api.Mount(container_path=mount.mount_path, host_path=host,
-                                readonly=mount.read_only or name in read_only))
+                                readonly=mount.read_only or name in read_only,
+                                propagation=_PROPAGATION[mount.mount_propagation]))
     return mounts
 
 

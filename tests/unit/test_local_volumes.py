@@ -7,6 +7,7 @@ import os
 import pytest
 
 from pykubelet.api.pod import parse_pod
+from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.runtime.env import ContainerConfigError
 from pykubelet.volumes.local import container_mounts
 
@@ -94,3 +95,17 @@ def test_a_mount_of_a_volume_not_set_up_is_an_error_never_left_out(tmp_path):
         where="test")
     with pytest.raises(ContainerConfigError, match="volumeMount 'data': its volume is not set up"):
         container_mounts(str(tmp_path), claim, claim.containers[0], {})
+
+
+@pytest.mark.parametrize("mode, propagation", [
+    (None, api.PROPAGATION_PRIVATE), ("None", api.PROPAGATION_PRIVATE),
+    ("HostToContainer", api.PROPAGATION_HOST_TO_CONTAINER), ("Bidirectional", api.PROPAGATION_BIDIRECTIONAL),
+])
+def test_mount_propagation_reaches_the_runtime_as_the_cri_mode(tmp_path, mode, propagation):
+    p = parse_pod({"metadata": {"name": "p", "uid": "u1"}, "spec": {
+        "volumes": [{"name": "v", "hostPath": {"path": str(tmp_path)}}],
+        "containers": [{"name": "c", "image": "busybox:1.36", "securityContext": {"privileged": True},
+                        "volumeMounts": [{"name": "v", "mountPath": "/m", "mountPropagation": mode}]}]}},
+        where="test")
+    (mount,) = container_mounts(str(tmp_path), p, p.containers[0], {"v": str(tmp_path)})
+    assert mount.propagation == propagation and mount.host_path == str(tmp_path)

@@ -285,3 +285,34 @@ def test_symlinks_that_lead_nowhere_are_reported_by_name(tmp_path):
     for file in files:
         with pytest.raises(ManifestError, match=f"{file}: cannot read"):
             read_manifest(file, NODE)
+
+
+def propagation_pod(mode, privileged=None):
+    container = {"name": "c", "image": "busybox:1.36",
+                 "volumeMounts": [{"name": "v", "mountPath": "/m", "mountPropagation": mode}]}
+    if privileged is not None:
+        container["securityContext"] = {"privileged": privileged}
+    return {"metadata": {"name": "p"}, "spec": {"volumes": [{"name": "v", "emptyDir": {}}],
+                                                "containers": [container]}}
+
+
+@pytest.mark.parametrize("mode, privileged, kept", [
+    (None, None, ""), ("None", None, "None"), ("HostToContainer", None, "HostToContainer"),
+    ("Bidirectional", True, "Bidirectional"),
+])
+def test_mount_propagation_is_read_from_the_volume_mount(mode, privileged, kept):
+    mount = parse_pod(propagation_pod(mode, privileged), "test").containers[0].volume_mounts[0]
+    assert mount.mount_propagation == kept
+
+
+@pytest.mark.parametrize("mode, privileged, error", [
+    ("Sideways", None, "spec.containers[0].volumeMounts[0].mountPropagation: Unsupported value: 'Sideways': "
+                       'supported values: "Bidirectional", "HostToContainer", "None"'),
+    ("Bidirectional", None, "spec.containers[0].volumeMounts[0].mountPropagation: Forbidden: "
+                            "Bidirectional mount propagation is available only to privileged containers"),
+    ("Bidirectional", False, "Bidirectional mount propagation is available only to privileged containers"),
+])
+def test_a_bad_or_forbidden_mount_propagation_names_the_field(mode, privileged, error):
+    with pytest.raises(InvalidObject) as caught:
+        parse_pod(propagation_pod(mode, privileged), "test")
+    assert error in str(caught.value)
