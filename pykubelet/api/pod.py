@@ -51,7 +51,7 @@ class VolumeMount:
     read_only: bool = False
     mount_propagation: str = ""
     """mountPropagation as written: "" (unset, the same as None), None, HostToContainer or
-    Bidirectional (privileged containers only: the validation refuses it elsewhere)."""
+    Bidirectional (privileged containers only: api/mount_parse.py refuses it on the others)."""
 
 
 MOUNT_PROPAGATIONS = ("Bidirectional", "HostToContainer", "None")
