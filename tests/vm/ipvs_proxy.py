@@ -18,8 +18,8 @@ import json
 import pytest
 
 from tests.helpers import wait_for
-from tests.vm.conftest import boot, journal, provision
-from tests.vm.kubeadm_cluster import Cluster, new_token, running
+from tests.vm.conftest import journal
+from tests.vm.kubeadm_cluster import Cluster, one_node_cluster, running
 
 NODE = "pkl-ipvs"
 CONFIG = """apiVersion: kubeproxy.config.k8s.io/v1alpha1
@@ -43,13 +43,8 @@ SERVICE = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "n
 
 @pytest.fixture(scope="module")
 def cluster(vm_bed, private_ports):
-    machine = boot(vm_bed, NODE, 12, *private_ports)
-    try:
-        provision(machine, "node.sh")
-        provision(machine, "control-plane.sh", PKL_NODE_IP=machine.ip, PKL_TOKEN=new_token())
-        yield Cluster(machine)
-    finally:
-        machine.down()
+    with one_node_cluster(vm_bed, private_ports, NODE, 12) as made:
+        yield made
 
 
 def apply(cluster: Cluster, obj: dict) -> None:
@@ -58,10 +53,11 @@ def apply(cluster: Cluster, obj: dict) -> None:
 
 
 def virtual_servers(cluster: Cluster) -> dict[str, dict]:
-    """/proc/net/ip_vs as "10.96.0.1:443/TCP" -> {"scheduler", "persistent" (jiffies or 0), "real": {ip:port: weight}}."""
+    """/proc/net/ip_vs as "10.96.0.1:443/TCP" -> {"scheduler", "persistent" (jiffies or 0), "real": {ip:port: weight}};
+    empty until the proxy has loaded ip_vs (the file appears with the module)."""
     out: dict[str, dict] = {}
     current: dict | None = None
-    for line in cluster.cp.ssh("cat /proc/net/ip_vs", timeout=60).stdout.splitlines():
+    for line in cluster.cp.ssh("cat /proc/net/ip_vs 2>/dev/null || true", timeout=60).stdout.splitlines():
         fields = line.split()
         if fields[:1] in (["TCP"], ["UDP"], ["SCTP"]):
             current = {"scheduler": fields[2], "persistent": int(fields[4]) if "persistent" in fields else 0,

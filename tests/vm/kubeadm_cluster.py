@@ -11,12 +11,13 @@ Not collected by `make test` (the file name is not test_*.py): two VMs under emu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -31,6 +32,18 @@ def new_token() -> str:
     alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
     return "".join(secrets.choice(alphabet) for _ in range(6)) + "." + \
         "".join(secrets.choice(alphabet) for _ in range(16))
+
+
+@contextlib.contextmanager
+def one_node_cluster(vm_bed: Any, private_ports: Any, name: str, number: int) -> Iterator["Cluster"]:
+    """A VM provisioned as the Vagrantfile's control plane (node.sh, control-plane.sh), until the block ends."""
+    machine = boot(vm_bed, name, number, *private_ports)
+    try:
+        provision(machine, "node.sh")
+        provision(machine, "control-plane.sh", PKL_NODE_IP=machine.ip, PKL_TOKEN=new_token())
+        yield Cluster(machine)
+    finally:
+        machine.down()
 
 
 class Cluster:

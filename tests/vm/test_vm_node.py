@@ -17,8 +17,8 @@ import time
 import pytest
 
 from tests.helpers import wait_for
-from tests.vm.conftest import boot, journal, provision
-from tests.vm.kubeadm_cluster import CONTROL_PLANE_PODS, Cluster, new_token, restart_counts, running
+from tests.vm.conftest import journal
+from tests.vm.kubeadm_cluster import CONTROL_PLANE_PODS, Cluster, one_node_cluster, restart_counts, running
 from tests.vm.machine import Machine
 
 NODE = "pkl-node"
@@ -33,13 +33,8 @@ POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sleeper", "names
 
 @pytest.fixture(scope="module")
 def cluster(vm_bed, private_ports):
-    machine = boot(vm_bed, NODE, 10, *private_ports)
-    try:
-        provision(machine, "node.sh")
-        provision(machine, "control-plane.sh", PKL_NODE_IP=machine.ip, PKL_TOKEN=new_token())
-        yield Cluster(machine)
-    finally:
-        machine.down()
+    with one_node_cluster(vm_bed, private_ports, NODE, 10) as made:
+        yield made
 
 
 def unit(machine: Machine) -> dict[str, str]:

@@ -10,22 +10,12 @@ from contextlib import asynccontextmanager
 
 import pytest
 from pyroute2.netlink.exceptions import NetlinkError
-from pyroute2.netlink.generic import ipvs as ipvs_netlink
 
 from pykubelet.proxy import ipvs, ipvs_kernel
 from pykubelet.proxy.ipvs_state import IpvsSettings
-from tests.unit.proxy.helpers import ep, svc
+from tests.unit.proxy.helpers import ep, ipvs_roundtrip, svc
 
 SVC_KEY = ("IPVS_SVC_ATTR_ADDR", "IPVS_SVC_ATTR_PORT", "IPVS_SVC_ATTR_PROTOCOL")
-
-
-def _message(*attrs):
-    msg = ipvs_netlink.ipvsmsg()
-    msg["cmd"], msg["version"], msg["attrs"] = ipvs_netlink.IPVS_CMD_NEW_SERVICE, 1, list(attrs)
-    msg.encode()
-    back = ipvs_netlink.ipvsmsg(msg.data)
-    back.decode()
-    return back
 
 
 class FakeIPVS:
@@ -47,7 +37,7 @@ class FakeIPVS:
         key = tuple(attrs.get(k) for k in SVC_KEY)
         if command == "dump":
             self.dumps += 1
-            return [_message(("IPVS_CMD_ATTR_SERVICE", {"attrs": list(a.items())})) for a in self.services.values()]
+            return [ipvs_roundtrip(("IPVS_CMD_ATTR_SERVICE", {"attrs": list(a.items())})) for a in self.services.values()]
         if command == "add":
             if key in self.services:
                 raise NetlinkError(errno.EEXIST)
@@ -66,7 +56,7 @@ class FakeIPVS:
             raise NetlinkError(errno.ESRCH)
         table = self.dests[skey]
         if command == "dump":
-            return [_message(("IPVS_CMD_ATTR_DEST", {"attrs": [
+            return [ipvs_roundtrip(("IPVS_CMD_ATTR_DEST", {"attrs": [
                 ("IPVS_DEST_ATTR_ADDR", a), ("IPVS_DEST_ATTR_ADDR_FAMILY", 2), ("IPVS_DEST_ATTR_PORT", p),
                 ("IPVS_DEST_ATTR_WEIGHT", d["weight"]), ("IPVS_DEST_ATTR_ACTIVE_CONNS", d["active"]),
                 ("IPVS_DEST_ATTR_INACT_CONNS", 0)]})) for (a, p), d in table.items()]

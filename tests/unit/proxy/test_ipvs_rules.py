@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from pyroute2.netlink.generic import ipvs as ipvs_netlink
 
 from pykubelet.proxy import ipvs
 from pykubelet.proxy.ipvs_ipsets import entry_text, entry_value
 from pykubelet.proxy.ipvs_kernel import dest_record, parse_dest, parse_service, service_record
 from pykubelet.proxy.ipvs_rules import IPSETS, JUMPS, restore_text, rules
 from pykubelet.proxy.ipvs_state import IpvsSettings, RealServer, VirtualServer, desired_state
-from tests.unit.proxy.helpers import ep, svc
+from tests.unit.proxy.helpers import ep, ipvs_roundtrip, svc
 
 SETTINGS = IpvsSettings(cluster_cidrs=("10.244.0.0/16",), node_ip="192.168.1.10")
 MASQ_CLUSTER_IPS = ('-A KUBE-SERVICES -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" '
@@ -72,28 +71,19 @@ def test_the_batch_empties_and_refills_every_chain_and_adds_only_the_missing_jum
     assert text.count("-I ") == 2 and text.index("*filter") < text.index("*nat") and text.endswith("COMMIT\n")
 
 
-def _roundtrip(*attrs):
-    msg = ipvs_netlink.ipvsmsg()
-    msg["cmd"], msg["version"], msg["attrs"] = ipvs_netlink.IPVS_CMD_NEW_SERVICE, 1, list(attrs)
-    msg.encode()
-    back = ipvs_netlink.ipvsmsg(msg.data)
-    back.decode()
-    return back
-
-
 def test_a_virtual_server_is_encoded_with_a_host_netmask_and_read_back_without_the_hashed_flag():
     vs = VirtualServer("10.96.0.10", 53, "UDP", "rr", 0x1, 10800)
-    msg = _roundtrip(("IPVS_CMD_ATTR_SERVICE", service_record(vs).dump_nla()))
+    msg = ipvs_roundtrip(("IPVS_CMD_ATTR_SERVICE", service_record(vs).dump_nla()))
     svc_attr = msg.get_attr("IPVS_CMD_ATTR_SERVICE")
     assert svc_attr.get_attr("IPVS_SVC_ATTR_NETMASK") == "255.255.255.255"
     assert parse_service(msg) == vs
-    hashed = _roundtrip(("IPVS_CMD_ATTR_SERVICE", service_record(VirtualServer("10.96.0.1", 443, "TCP", "lc", 0x3))
+    hashed = ipvs_roundtrip(("IPVS_CMD_ATTR_SERVICE", service_record(VirtualServer("10.96.0.1", 443, "TCP", "lc", 0x3))
                          .dump_nla()))
     assert parse_service(hashed) == VirtualServer("10.96.0.1", 443, "TCP", "lc", 0x1)
 
 
 def test_a_real_server_is_masqueraded_with_its_weight_and_read_back():
-    msg = _roundtrip(("IPVS_CMD_ATTR_SERVICE", service_record(VirtualServer("10.96.0.10", 53, "UDP")).dump_key()),
+    msg = ipvs_roundtrip(("IPVS_CMD_ATTR_SERVICE", service_record(VirtualServer("10.96.0.10", 53, "UDP")).dump_key()),
                      ("IPVS_CMD_ATTR_DEST", dest_record(RealServer("10.244.1.5", 5353), 0).dump_nla()))
     assert msg.get_attr("IPVS_CMD_ATTR_DEST").get_attr("IPVS_DEST_ATTR_FWD_METHOD") == 3
     dest = parse_dest(msg)
