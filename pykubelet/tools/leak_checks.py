@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 
 from pykubelet.runtime import cgroups, paths
 
-SHIM = "containerd-shim-runc-v2"
 NETNS_DIR = "/var/run/netns"
 # portmap tags each rule with the network name and the sandbox's ID.
 POD_VOLUME_MOUNT = re.compile(r"/pods/([0-9a-f-]{36})/(?:volumes|volume-subpaths|etc-hosts)")
@@ -48,33 +47,9 @@ class Alive:
     netns_paths: set[str] = field(default_factory=set)
     pods: list[str] = field(default_factory=list)  # "<ns>/<name> <sandbox id>", for --expect-no-pods
     containers: list[str] = field(default_factory=list)
-
-
-def shim_args() -> list[dict[str, str]]:
-    shims = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read().decode(errors="replace").split("\0")
-        except OSError:
-            continue
-        if not argv or not argv[0].endswith(SHIM):
-            continue
-        flags = {argv[i]: argv[i + 1] for i in range(1, len(argv) - 1) if argv[i].startswith("-")}
-        shims.append({"pid": pid, "id": flags.get("-id", ""), "address": flags.get("-address", "")})
-    return shims
-
-
-def leaked_shims(alive: Alive, sockets: set[str]) -> list[Leak]:
-    """A shim serves one sandbox; it leaks when the sandbox is gone (for the containerds we were
-    told of) or its containerd is (any containerd: nobody will ever stop it)."""
-    out = []
-    for shim in shim_args():
-        if not os.path.exists(shim["address"]):
-            out.append(Leak("shim", f"pid {shim['pid']} (its containerd {shim['address']} is gone)", shim["id"]))
-        elif shim["address"] in sockets and shim["id"] not in alive.sandbox_ids | alive.container_ids:
-            out.append(Leak("shim", f"pid {shim['pid']}", shim["id"]))
-    return out
+    ids_by_socket: dict[str, set[str]] = field(default_factory=dict)
+    """For each containerd that answered (by its socket's real path), the IDs of its sandboxes and
+    containers: a shim is matched against its own containerd's (shim_checks.py)."""
 
 
 def leaked_netns(in_use: set[str]) -> list[Leak]:

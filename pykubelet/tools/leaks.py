@@ -4,7 +4,8 @@ A pod exists on the node as long as its CRI sandbox does; what it holds is keyed
 sandbox's ID (containerd's shim, the netns, the IP reservation, the agent's attachment record,
 portmap's rules) or by the pod's UID (its directory and mounts under <root-dir>/pods, its
 cgroups, its log directory). Each check (leak_checks.py) lists what is keyed by an ID or UID that no
-sandbox has any more. A Service proxy's chains and table (held by no pod) count as left behind
+sandbox has any more; a shim is matched against its own containerd's sandboxes and containers
+(shim_checks.py). A Service proxy's chains and table (held by no pod) count as left behind
 too. With --expect-no-pods every sandbox and container counts too: that is how
 the test suites end (they must leave the machine as they found it).
 """
@@ -22,7 +23,8 @@ from pykubelet.cri import errors
 from pykubelet.cri.client import CRIClient
 from pykubelet.tools.leak_checks import (Alive, Leak, iptables_save, leaked_attachments, leaked_cgroups, leaked_ips,
                                          leaked_log_dirs, leaked_mounts, leaked_netns, leaked_pod_dirs,
-                                         leaked_proxy_rules, leaked_rules, leaked_shims, nft_tables, shim_args)
+                                         leaked_proxy_rules, leaked_rules, nft_tables)
+from pykubelet.tools.shim_checks import Shim, orphan_shims, running_shims, socket_of
 
 
 @dataclass
@@ -45,14 +47,18 @@ async def alive_on(endpoints: list[str]) -> Alive:
     for endpoint in endpoints:
         cri = CRIClient(endpoint)
         try:
+            ids: set[str] = set()
             for s in await cri.list_pod_sandbox():
+                ids.add(s.id)
                 alive.sandbox_ids.add(s.id)
                 alive.pod_uids.add(s.metadata.uid)
                 alive.pods.append(f"{s.metadata.namespace}/{s.metadata.name} {s.id}")
                 alive.netns_paths |= await _netns_of(cri, s.id)
             for c in await cri.list_containers():
+                ids.add(c.id)
                 alive.container_ids.add(c.id)
                 alive.containers.append(f"{c.metadata.name} {c.id}")
+            alive.ids_by_socket[socket_of(endpoint)] = ids
         except errors.CRIError:
             pass
         finally:
@@ -70,11 +76,11 @@ async def _netns_of(cri: CRIClient, sandbox_id: str) -> set[str]:
     return {ns["path"] for ns in namespaces if ns.get("type") == "network" and ns.get("path")}
 
 
-def machine_endpoints(node: Node) -> list[str]:
+def machine_endpoints(node: Node, shims: list[Shim]) -> list[str]:
     """The node's endpoints and every other containerd on the machine that still has shims:
     cgroups, netns, the log dir and the root netns' rules are shared by all of them, so what
     any of them runs is alive."""
-    others = {f"unix://{shim['address']}" for shim in shim_args() if os.path.exists(shim["address"])}
+    others = {f"unix://{shim.address}" for shim in shims if os.path.exists(shim.address)}
     return [*node.endpoints, *sorted(others - set(node.endpoints))]
 
 
@@ -85,9 +91,11 @@ async def account(node: Node, expect_no_pods: bool = False) -> list[Leak]:
         ours = await alive_on(node.endpoints)
         leaks += [Leak("sandbox", p.split()[0], p.split()[1]) for p in ours.pods]
         leaks += [Leak("container", c.split()[0], c.split()[1]) for c in ours.containers]
-    alive = await alive_on(machine_endpoints(node))
-    sockets = {e.removeprefix("unix://") for e in node.endpoints if os.path.exists(e.removeprefix("unix://"))}
-    leaks += leaked_shims(alive, sockets)
+    # The shims first, then what the runtimes list: a sandbox that finishes starting in between
+    # is then listed, and its shim not taken for a leak.
+    shims = await asyncio.to_thread(running_shims)
+    alive = await alive_on(machine_endpoints(node, shims))
+    leaks += orphan_shims(shims, alive, {socket_of(e) for e in node.endpoints})
     leaks += leaked_netns(alive.netns_paths)
     for root in node.root_dirs:
         leaks += leaked_ips(alive, root) + leaked_attachments(alive, root) + leaked_pod_dirs(alive, root)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pykubelet.tools.leak_checks import (Alive, leaked_attachments, leaked_cgroups, leaked_ips, leaked_log_dirs,
                                          leaked_pod_dirs, leaked_rules)
 from pykubelet.tools.leaks import report
+from pykubelet.tools.shim_checks import Shim, orphan_shims, parse_shim, running_shims
 
 LIVE_SANDBOX = "a" * 64
 GONE_SANDBOX = "b" * 64
@@ -82,3 +83,60 @@ def test_pod_cgroups_under_a_cgroup_root_are_found_only_when_that_root_is_named(
     assert leaked_cgroups(ALIVE, str(tmp_path)) == []
     (leak,) = leaked_cgroups(ALIVE, str(tmp_path), cgroup_root="/pkl-a")
     assert leak.what == str(tmp_path / "memory" / "pkl-a" / "kubepods" / f"pod{GONE_UID}")
+
+
+def shim_argv(sandbox_id: str, socket: str, namespace: str = "k8s.io", *extra: str) -> list[str]:
+    """A shim daemon's /proc cmdline, split at its NULs, as containerd starts it."""
+    return ["/usr/bin/containerd-shim-runc-v2", "-namespace", namespace, "-id", sandbox_id, "-address", socket,
+            *extra, ""]
+
+
+def test_shim_daemons_are_told_from_other_programs_and_from_containerds_short_lived_runs_of_the_shim():
+    assert parse_shim(7, shim_argv(LIVE_SANDBOX, "/run/containerd/containerd.sock")) == Shim(
+        7, LIVE_SANDBOX, "/run/containerd/containerd.sock", "k8s.io")
+    # containerd 2.x in debug: a switch after the address; Go's "-flag=value" spelling too
+    assert parse_shim(8, shim_argv(LIVE_SANDBOX, "/run/c.sock", "k8s.io", "-debug")).id == LIVE_SANDBOX
+    assert parse_shim(9, ["/opt/bin/containerd-shim-runc-v2", f"-id={LIVE_SANDBOX}", "--address=/run/c.sock",
+                          "-namespace=default"]) == Shim(9, LIVE_SANDBOX, "/run/c.sock", "default")
+    start = ["containerd-shim-runc-v2", "-namespace", "k8s.io", "-address", "/run/c.sock", "-publish-binary",
+             "/usr/bin/containerd", "-id", LIVE_SANDBOX, "-debug", "start", ""]
+    assert parse_shim(10, start) is None  # it ends once it has forked the daemon
+    assert parse_shim(11, ["/usr/bin/containerd", "-address", "/run/c.sock", "-id", LIVE_SANDBOX]) is None
+    assert parse_shim(12, ["containerd-shim-runc-v2", "-namespace", "k8s.io"]) is None  # serves nothing named
+
+
+def test_running_shims_are_read_from_proc(tmp_path):
+    for pid, argv in {"41": shim_argv(GONE_SANDBOX, "/run/c.sock"), "42": ["sleep", "1", ""], "self": []}.items():
+        (tmp_path / pid).mkdir()
+        (tmp_path / pid / "cmdline").write_bytes("\0".join(argv).encode())
+    (tmp_path / "43").mkdir()  # a process that ended while /proc was read: no cmdline
+
+    assert running_shims(str(tmp_path)) == [Shim(41, GONE_SANDBOX, "/run/c.sock", "k8s.io")]
+
+
+def test_a_shim_leaks_when_its_own_containerd_has_no_sandbox_or_container_with_its_id(tmp_path):
+    node, other, silent = (str(tmp_path / f"{name}.sock") for name in ("node", "other", "silent"))
+    for socket in (node, other, silent):
+        open(socket, "w").close()
+    container = "c" * 64
+    alive = Alive(ids_by_socket={node: {LIVE_SANDBOX, container}, other: {GONE_SANDBOX}})
+    shims = [
+        Shim(1, LIVE_SANDBOX, node, "k8s.io"),  # serves a sandbox of its containerd
+        Shim(2, container, node, "k8s.io"),  # a container started without a sandbox's shim
+        Shim(3, GONE_SANDBOX, node, "k8s.io"),  # the ID is a sandbox of another containerd, not its own
+        Shim(4, GONE_SANDBOX, node, "moby"),  # not the CRI plugin's namespace: CRI cannot tell
+        Shim(5, "d" * 64, other, "k8s.io"),  # another agent's containerd: not ours to judge while it lives
+        Shim(6, "e" * 64, str(tmp_path / "removed.sock"), "k8s.io"),  # its containerd is gone
+        Shim(7, "f" * 64, silent, "k8s.io"),  # its containerd is ours but did not answer
+    ]
+
+    leaks = orphan_shims(shims, alive, {node, silent})
+
+    assert [(leak.kind, leak.owner) for leak in leaks] == [
+        ("shim", GONE_SANDBOX), ("shim", "e" * 64), ("shim", "f" * 64)]
+    orphan, gone, silent_one = (leak.what for leak in leaks)
+    assert orphan.startswith("pid 3 ") and node in orphan and "no sandbox or container" in orphan
+    assert gone.startswith("pid 6 ") and "gone" in gone
+    assert silent_one.startswith("pid 7 ") and "does not answer" in silent_one
+    (line,) = [line for line in report(leaks[:1]).splitlines() if "pid 3" in line]
+    assert line.split()[0] == "shim" and GONE_SANDBOX[:13] in line
