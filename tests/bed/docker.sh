@@ -120,6 +120,7 @@ stop() {
     # dockerd stops its running containers first (each with its stop signal and timeout).
     stop_pid "$docker_pidfile" dockerd 120
     stop_pid "$cd_pidfile" "docker's containerd" 30
+    rm -f "$runtime"
 }
 
 case "${1:-}" in
