@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup vm-setup venv control-plane e2e registry addons containerd2 run test test-containerd2 unit kubeadm-test bench soak proto cluster cluster-down conformance conformance-cluster install uninstall vagrant-test fresh-check
+.PHONY: setup vm-setup venv control-plane e2e registry addons containerd2 kind run test test-containerd2 unit kubeadm-test bench soak proto cluster cluster-down conformance conformance-cluster install uninstall vagrant-test fresh-check
 
 setup: venv ## system packages, containerd (our config), CNI, local images, .venv
 	bash tests/bed/setup.sh
@@ -37,6 +37,9 @@ conformance: setup control-plane e2e ## Kubernetes' own [NodeConformance] e2e sp
 
 conformance-cluster: setup control-plane e2e addons ## e2e.test's whole [Conformance] suite as certification runs it, on a kubeadm cluster of three pykubelet nodes (flannel, CoreDNS, pykubelet proxy); NODE=kubelet: the real kubelet and kube-proxy (CONFORMANCE_FOCUS, CONFORMANCE_SKIP, CONFORMANCE_PROCS)
 	$(PY) -m tests.conformance.cluster
+
+kind: ## Docker (Debian's docker.io; its daemon started by tests/bed/docker.sh, `bash tests/bed/docker.sh stop` stops it), kind built from its Go module, and kind's base image rebuilt from Debian 12 packages, checked to boot (cached in /var/cache/pykubelet/kind)
+	bash tests/bed/build-kind.sh
 
 run: setup ## pykubelet standalone on manifests/, in the foreground
 	$(VENV)/bin/pykubelet --pod-manifest-path manifests

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# kind-base-rootfs.sh ROOTFS KIND_SOURCE: turns a Debian root filesystem that mmdebstrap has just
+# made (with the packages kind's base image installs) into the "base" stage of kind's base image
+# (images/base/Dockerfile of the kind module at KIND_SOURCE), step by step as that Dockerfile does:
+#
+#   COPY of images/base/files: scripts and /kind/bin 0755, every other file 0644, directories 0755
+#   clean-install's cleanup: debconf cache, logs, temporary files, documentation and manual pages
+#   systemd trimmed to what a node container needs (no tmpfiles-setup at boot, no getty, udev,
+#     initctl or other wanted units), journald not reading the kernel's log, /sbin/init = systemd
+#   kubelet, containerd and undo-mount-hacks enabled; systemd-binfmt masked (binfmt_misc is
+#     kernel-wide: a node must not register anything there)
+#   /etc/kubernetes/manifests
+#
+# Run by build-kind.sh as mmdebstrap's customize hook (proc and sys are mounted in ROOTFS then, so
+# systemctl works in the chroot). The Go-built programs of the later Dockerfile stages (containerd,
+# runc, crictl, the CNI plugins) are not part of this stage. Also written here: the files
+# mmdebstrap copies from this machine (its hostname and resolver), which Docker replaces in every
+# container anyway.
+set -euo pipefail
+
+[ $# -eq 2 ] || { echo "usage: $0 ROOTFS KIND_SOURCE" >&2; exit 2; }
+root=$1
+files=$2/images/base/files
+[ -d "$root/usr/lib/systemd" ] || { echo "kind-base-rootfs.sh: $root has no systemd" >&2; exit 1; }
+[ -f "$files/usr/local/bin/entrypoint" ] || { echo "kind-base-rootfs.sh: no kind base files in $files" >&2; exit 1; }
+
+# COPY --chmod: the module cache's copies are read-only, so the modes are set here.
+(cd "$files" && find . -type f) | sort | while read -r rel; do
+    rel=${rel#./}
+    case $rel in
+        usr/local/bin/* | kind/bin/*) mode=0755 ;;
+        *) mode=0644 ;;
+    esac
+    install -D -m "$mode" "$files/$rel" "$root/$rel"
+done
+(cd "$files" && find . -mindepth 1 -type d) | while read -r rel; do chmod 0755 "$root/${rel#./}"; done
+
+# clean-install's cleanup (mmdebstrap removes apt's lists and cache itself).
+rm -rf "$root"/var/cache/debconf/* "$root"/var/log/* "$root"/tmp/* "$root"/var/tmp/* \
+    "$root"/usr/share/doc/* "$root"/usr/share/doc-base/* "$root"/usr/share/man/*
+
+find "$root/lib/systemd/system/sysinit.target.wants/" -name systemd-tmpfiles-setup.service -delete
+rm -f "$root"/lib/systemd/system/multi-user.target.wants/* "$root"/etc/systemd/system/*.wants/* \
+    "$root"/lib/systemd/system/local-fs.target.wants/* "$root"/lib/systemd/system/sockets.target.wants/*udev* \
+    "$root"/lib/systemd/system/sockets.target.wants/*initctl* "$root"/lib/systemd/system/basic.target.wants/*
+echo "ReadKMsg=no" >>"$root/etc/systemd/journald.conf"
+ln -sfn /usr/lib/systemd/systemd "$root/sbin/init"
+
+chroot "$root" systemctl enable kubelet.service containerd.service undo-mount-hacks.service
+chroot "$root" systemctl mask systemd-binfmt.service
+mkdir -p "$root/etc/kubernetes/manifests"
+
+echo localhost >"$root/etc/hostname"
+: >"$root/etc/resolv.conf"
