@@ -7,9 +7,9 @@ starts FROM one:
 
 * ``e2e-test-images/agnhost:2.55`` (the suite's "previous agnhost": specs roll a Deployment,
   a StatefulSet or a pod from one agnhost to the other) -- the bed's agnhost 2.63.0 under the
-  older tag. Its config carries a label saying so, which also gives it an image ID of its own: a
-  runtime names a container's image by the first tag of its image ID, so two tags of one image
-  would make a rolled pod report the wrong one.
+  older tag. Its config carries a label saying so, which also gives it an image ID of its own:
+  containerd reports a container's image as the first tag of its image ID, so two tags of one
+  image would make a rolled pod report the wrong one.
 * ``e2e-test-images/nginx:1.15-4`` -- upstream's is the official nginx:1.15-alpine image; here
   Debian 12's nginx package on a Debian slim base, configured as the official image is: the
   default page on port 80 from /usr/share/nginx/html, worker processes as user nginx (101),
@@ -17,7 +17,7 @@ starts FROM one:
 * ``e2e-test-images/nautilus:1.8`` and ``kitten:1.8`` -- as their Dockerfiles: the agnhost image
   plus the picture and data.json from the k8s.io/kubernetes module's test/images/<name>/html,
   running ``agnhost test-webserver``. The ImageVolume spec that mounts kitten also expects the
-  os-release of upstream's Alpine base, which the bed's agnhost does not have.
+  os-release of upstream's Alpine base; the bed's agnhost has Debian's (from base-files).
 * ``e2e-test-images/sample-apiserver:1.29.2`` -- /sample-apiserver, built from the
   k8s.io/sample-apiserver module of the same release as the rest by
   tests/bed/build-conformance.sh (upstream builds a tagged checkout of that repository), on the
@@ -66,9 +66,10 @@ NGINX_DEBS = [*DEBIAN_BASE, "nginx"]
 # The official image's user and group (its Dockerfile adds them with these IDs).
 NGINX_USER = "nginx:x:101:101:nginx:/nonexistent:/usr/sbin/nologin\n"
 NGINX_GROUP = "nginx:x:101:\n"
-# The official image's /etc/nginx/nginx.conf and conf.d/default.conf, in substance: one server on
-# port 80 serving the default page; Debian's own nginx.conf (sites-enabled/, which its postinst
-# fills) is replaced. No error_page: the 50x.html it names is not in Debian's package.
+# The official 1.15 image's /etc/nginx/nginx.conf and conf.d/default.conf, in substance: one
+# server on port 80 (IPv4 only, as that image's) serving the default page; Debian's own
+# nginx.conf (sites-enabled/, which its postinst fills) is replaced. No error_page: the 50x.html
+# it names is not in Debian's package.
 NGINX_CONF = """\
 user  nginx;
 worker_processes  auto;
@@ -98,7 +99,6 @@ http {
 NGINX_DEFAULT_SERVER = """\
 server {
     listen       80;
-    listen  [::]:80;
     server_name  localhost;
 
     location / {
