@@ -37,6 +37,7 @@ Usage: python3 tests/bed/images_e2e.py [--cache DIR] [--only NAME] [--no-import]
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import os
 import subprocess
@@ -121,9 +122,16 @@ def agnhost_inputs() -> bytes:
             + _digest(_k8s_source("test/images/agnhost/porter/localhost.crt")) + AGNHOST_USERS.encode())
 
 
-def agnhost_layer(workdir: Path) -> list[Entry]:
+# Unpacked once per run: the images built FROM agnhost stack their files on this layer too.
+@functools.cache
+def _agnhost_tools() -> tuple[Entry, ...]:
     tools, versions = deb_entries(fetch_debs(AGNHOST_DEBS, DEBS))
     log("agnhost userland: busybox + " + " ".join(versions))
+    return tuple(tools)
+
+
+def agnhost_layer(workdir: Path) -> list[Entry]:
+    tools = list(_agnhost_tools())
     porter = "test/images/agnhost/porter/"
     own = [
         Entry("agnhost", "file", 0o755, _program("agnhost").read_bytes()),

@@ -8,6 +8,7 @@ images do.
 """
 from __future__ import annotations
 
+import functools
 import io
 import re
 import subprocess
@@ -32,9 +33,15 @@ def log(msg: str) -> None:
 
 def fetch_debs(packages: list[str], debs: Path) -> list[Path]:
     """The .debs of `packages` and everything they depend on (no recommends), from the cache `debs`
-    or apt.
+    or apt."""
+    return list(_fetch_debs(tuple(packages), debs))
 
-    apt resolves against an empty status file, so it neither sees nor touches this machine's
+
+# Once per run for each package list: several images are built on the same packages (agnhost and
+# the images FROM it), and apt's dry run takes seconds.
+@functools.cache
+def _fetch_debs(packages: tuple[str, ...], debs: Path) -> tuple[Path, ...]:
+    """apt resolves against an empty status file, so it neither sees nor touches this machine's
     installed packages; NoLocking because nothing of the machine's dpkg state is written."""
     debs.mkdir(parents=True, exist_ok=True)
     (debs / "partial").mkdir(exist_ok=True)
@@ -42,11 +49,11 @@ def fetch_debs(packages: list[str], debs: Path) -> list[Path]:
     status.touch()
     apt = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "-o", "Debug::NoLocking=1",
            "-o", f"Dir::State::status={status}", "-o", f"Dir::Cache::archives={debs}"]
-    names = _closure(apt, packages)
+    names = _closure(apt, list(packages))
     if names is None:  # stale package lists (a version left the mirror): refresh them once
         log("apt cannot resolve the packages with the current lists; running apt-get update")
         subprocess.run(["apt-get", "update", "-q"], check=True, capture_output=True)
-        names = _closure(apt, packages)
+        names = _closure(apt, list(packages))
     if names is None:
         raise SystemExit(f"images_e2e.py: apt cannot resolve {packages}")
     if any(not (debs / name).is_file() for name in names):
@@ -54,7 +61,7 @@ def fetch_debs(packages: list[str], debs: Path) -> list[Path]:
         r = subprocess.run([*apt, "--download-only", *packages], capture_output=True, text=True)
         if r.returncode != 0:
             raise SystemExit(f"images_e2e.py: apt-get download failed:\n{r.stderr.strip()}")
-    return [debs / name for name in sorted(names)]
+    return tuple(debs / name for name in sorted(names))
 
 
 def _closure(apt: list[str], packages: list[str]) -> list[str] | None:
