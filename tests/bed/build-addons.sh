@@ -139,7 +139,8 @@ for entry in "${CSI_PROGRAMS[@]}"; do
   read -r name tag module pkg <<<"$entry"
   csi_tags+=("$name=$tag")
   if ! err=$(go mod download "$module" 2>&1); then
-    say "not building $name $tag: the Go module proxy does not serve $module (${err//$'\n'/ }); registry.k8s.io/sig-storage/$name:$tag stays missing"
+    err=${err##*$'\n'}  # its last line: the proxy's answer
+    say "not building $name $tag: the Go module proxy does not serve $module (${err#"${err%%[![:space:]]*}"}); registry.k8s.io/sig-storage/$name:$tag stays missing"
     continue
   fi
   mapfile -t replaces < <(module_replaces "$module")
