@@ -8,12 +8,15 @@
 #   flannel         flanneld and install-conf of $FLANNEL_VERSION, and the flannel CNI plugin
 #   metrics-server  $METRICS_SERVER_VERSION
 #   pykubelet       this tree (wheelhouse.py's wheels), for the pykubelet-proxy DaemonSet
+#   CSI hostpath    csi-driver-host-path's hostpathplugin and the sidecars it deploys with
+#                   (node-driver-registrar, livenessprobe, external-attacher, external-provisioner),
+#                   and build/addons/csi-hostpath.yaml (images_addons_csi.py)
 #
 # The programs go to ${PYKUBELET_CACHE:-/var/cache/pykubelet}/addons/bin (Go's module and build
 # caches are k8s-module.sh's), the image tars to .../addons/images; images_addons.py packs and
 # imports them and writes the manifests. Idempotent: a second run checks its stamps and the
-# images' digests in containerd and does nothing else. Options are images_addons.py's
-# (--no-import: build everything, import nothing).
+# images' digests in containerd and does nothing else. Options are images_addons.py's, passed to
+# images_addons_csi.py too (--no-import: build everything, import nothing).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -27,6 +30,17 @@ METRICS_SERVER_VERSION=${METRICS_SERVER_VERSION:-v0.8.0}
 # plugin is built from the module it was forked from, where it lived until v1.0.0: same
 # subnet.env contract, same bridge/host-local delegation.
 FLANNEL_CNI_MODULE=${FLANNEL_CNI_MODULE:-github.com/containernetworking/plugins@v0.9.1}
+# The CSI hostpath driver and its sidecars at the tags csi-driver-host-path v1.18.0's manifests
+# (deploy/kubernetes-1.34) run them: "NAME TAG MODULE@VERSION PACKAGE". node-driver-registrar and
+# livenessprobe tag v2 releases of modules whose path has no /v2, so those tags are no Go module
+# versions; the commits they tag are.
+CSI_PROGRAMS=(
+  "hostpathplugin v1.17.1 github.com/kubernetes-csi/csi-driver-host-path@v1.17.1 github.com/kubernetes-csi/csi-driver-host-path/cmd/hostpathplugin"
+  "csi-node-driver-registrar v2.17.0 github.com/kubernetes-csi/node-driver-registrar@c5794c45f34ce9c62e47dfd5a2b073c3824f2c79 github.com/kubernetes-csi/node-driver-registrar/cmd/csi-node-driver-registrar"
+  "livenessprobe v2.19.0 github.com/kubernetes-csi/livenessprobe@d2d15a5e8217cc9f8680821ee649b6a051b38d96 github.com/kubernetes-csi/livenessprobe/cmd/livenessprobe"
+  "csi-attacher v4.12.0 github.com/kubernetes-csi/external-attacher/v4@v4.12.0 github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher"
+  "csi-provisioner v6.3.0 github.com/kubernetes-csi/external-provisioner/v6@v6.3.0 github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner"
+)
 CACHE=${PYKUBELET_CACHE:-/var/cache/pykubelet}
 OUT=$CACHE/addons
 BIN=$OUT/bin
@@ -109,6 +123,32 @@ build metrics-server 0 \
   "-w -X k8s.io/client-go/pkg/version.gitVersion=$METRICS_SERVER_VERSION -X k8s.io/client-go/pkg/version.gitCommit=$metrics_commit" \
   "$metrics_server" sigs.k8s.io/metrics-server/cmd/metrics-server
 
+# module_replaces MODULE@VERSION: the replace directives of that module's own go.mod ("PATH =>
+# PATH VERSION", one a line), single or in a block. `go install PKG@VERSION` refuses a module that
+# has any, so build() mirrors them in its throwaway main module.
+module_replaces() {
+  awk '/^replace \($/ {block = 1; next} block && /^\)/ {block = 0; next}
+       block && NF {sub(/^[ \t]+/, ""); print; next} /^replace / {sub(/^replace /, ""); print}' "$(module_gomod "$1")"
+}
+
+# The CSI programs, each as its project's release-tools build.make builds it: static (cgo off),
+# main.version stamped in. One the Go module proxy does not serve is said and left out; its image
+# is then missing, and the StatefulSet in csi-hostpath.yaml cannot start on a node without it.
+csi_tags=() csi_rbac_modules=()
+for entry in "${CSI_PROGRAMS[@]}"; do
+  read -r name tag module pkg <<<"$entry"
+  csi_tags+=("$name=$tag")
+  if ! err=$(go mod download "$module" 2>&1); then
+    err=${err##*$'\n'}  # its last line: the proxy's answer
+    say "not building $name $tag: the Go module proxy does not serve $module (${err#"${err%%[![:space:]]*}"}); registry.k8s.io/sig-storage/$name:$tag stays missing"
+    continue
+  fi
+  mapfile -t replaces < <(module_replaces "$module")
+  build "$name" 0 "-X main.version=$tag" "$module" "$pkg" "${replaces[@]}"
+  # The sidecars whose RBAC the manifest takes from their module.
+  case $name in csi-attacher | csi-provisioner) csi_rbac_modules+=("$module") ;; esac
+done
+
 # Where the manifests and the files the images carry come from: the modules' source.
 module_dir() { go mod download -json "$1" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p'; }
 export ADDONS_FLANNEL_SOURCE ADDONS_METRICS_SERVER_SOURCE ADDONS_KUBEADM=$KUBEADM
@@ -116,3 +156,9 @@ export ADDONS_FLANNEL_MODULE=$flannel ADDONS_METRICS_SERVER_MODULE=$metrics_serv
 ADDONS_FLANNEL_SOURCE=$(module_dir "$ADDONS_FLANNEL_MODULE")
 ADDONS_METRICS_SERVER_SOURCE=$(module_dir "$ADDONS_METRICS_SERVER_MODULE")
 python3 "$here/images_addons.py" --cache "$CACHE" --manifests "$repo/build/addons" "$@"
+
+export ADDONS_K8S_MODULE=k8s.io/kubernetes@$K8S_VERSION ADDONS_K8S_SOURCE ADDONS_CSI_TAGS="${csi_tags[*]}"
+export ADDONS_CSI_RBAC_MODULES="${csi_rbac_modules[*]}" ADDONS_CSI_RBAC_SOURCES=""
+ADDONS_K8S_SOURCE=$(k8s_source_dir)
+for module in "${csi_rbac_modules[@]}"; do ADDONS_CSI_RBAC_SOURCES+="$(module_dir "$module") "; done
+python3 "$here/images_addons_csi.py" --cache "$CACHE" --manifests "$repo/build/addons" "$@"

@@ -94,7 +94,7 @@ def _env(name: str) -> str:
     return value
 
 
-def _digest(path: Path) -> bytes:
+def file_digest(path: Path) -> bytes:
     return hashlib.sha256(path.read_bytes()).digest()
 
 
@@ -113,10 +113,10 @@ def distroless_static() -> list[Entry]:
     return entries
 
 
-def debian(paths: Paths, packages: list[str], what: str) -> list[Entry]:
+def debian(debs: Path, packages: list[str], what: str) -> list[Entry]:
     """The packages' files, with what their maintainer scripts would have set up (which do not
     run here): /etc/passwd and /etc/group, /bin/sh, and iptables on its nft backend."""
-    files, versions = images_e2e.deb_entries(images_e2e.fetch_debs(packages, paths.debs))
+    files, versions = images_e2e.deb_entries(images_e2e.fetch_debs(packages, debs))
     images_e2e.log(f"{what}: " + " ".join(versions))
     master = {e.path: e.data for e in files if e.path.startswith("usr/share/base-passwd/")}
     own = [Entry("etc/passwd", "file", 0o644, master["usr/share/base-passwd/passwd.master"]),
@@ -135,8 +135,8 @@ def iptables_on_nft() -> list[Entry]:
             for name in IPTABLES_ALTERNATIVES]
 
 
-def _debian_inputs(paths: Paths, packages: list[str]) -> bytes:
-    return "\n".join(d.name for d in images_e2e.fetch_debs(packages, paths.debs)).encode()
+def debian_inputs(debs: Path, packages: list[str]) -> bytes:
+    return "\n".join(d.name for d in images_e2e.fetch_debs(packages, debs)).encode()
 
 
 def specs(paths: Paths, names: dict[str, str]) -> list[ImageSpec]:
@@ -153,38 +153,38 @@ def specs(paths: Paths, names: dict[str, str]) -> list[ImageSpec]:
     mk_docker_opts = paths.flannel_source / "dist" / "mk-docker-opts.sh"
     return [
         ImageSpec("addon-coredns", names["coredns"],
-                  lambda: inputs(_digest(program("coredns")), distroless_inputs),
+                  lambda: inputs(file_digest(program("coredns")), distroless_inputs),
                   lambda _: [*distroless_static(),
                              Entry("coredns", "file", 0o755, program("coredns").read_bytes(),
                                    xattrs=(("security.capability", NET_BIND_SERVICE_CAP),))],
                   {"User": "nonroot:nonroot", "WorkingDir": "/", "Entrypoint": ["/coredns"], "Env": [bed.PATH_ENV],
                    "ExposedPorts": {"53/tcp": {}, "53/udp": {}}}),
         ImageSpec("addon-metrics-server", names["metrics-server"],
-                  lambda: inputs(_digest(program("metrics-server")), distroless_inputs),
+                  lambda: inputs(file_digest(program("metrics-server")), distroless_inputs),
                   lambda _: [*distroless_static(),
                              Entry("metrics-server", "file", 0o755, program("metrics-server").read_bytes())],
                   {"User": "65534", "Entrypoint": ["/metrics-server"], "Env": [bed.PATH_ENV]}),
         ImageSpec("addon-kube-proxy", names["kube-proxy"],
-                  lambda: inputs(_digest(program("kube-proxy")), _debian_inputs(paths, KUBE_PROXY_DEBS)),
-                  lambda _: images_e2e.merge(debian(paths, KUBE_PROXY_DEBS, "kube-proxy"), local_bin, [
+                  lambda: inputs(file_digest(program("kube-proxy")), debian_inputs(paths.debs, KUBE_PROXY_DEBS)),
+                  lambda _: images_e2e.merge(debian(paths.debs, KUBE_PROXY_DEBS, "kube-proxy"), local_bin, [
                       Entry("usr/local/bin/kube-proxy", "file", 0o755, program("kube-proxy").read_bytes())]),
                   {"Entrypoint": ["/usr/local/bin/kube-proxy"], "Env": [bed.PATH_ENV]}),
         ImageSpec("addon-flannel", names["flannel"],
-                  lambda: inputs(_digest(program("flanneld")), _digest(program("install-conf")),
-                                 _digest(mk_docker_opts), _debian_inputs(paths, FLANNEL_DEBS)),
-                  lambda _: images_e2e.merge(debian(paths, FLANNEL_DEBS, "flannel"), opt_bin, [
+                  lambda: inputs(file_digest(program("flanneld")), file_digest(program("install-conf")),
+                                 file_digest(mk_docker_opts), debian_inputs(paths.debs, FLANNEL_DEBS)),
+                  lambda _: images_e2e.merge(debian(paths.debs, FLANNEL_DEBS, "flannel"), opt_bin, [
                       Entry("opt/bin/flanneld", "file", 0o755, program("flanneld").read_bytes()),
                       Entry("opt/bin/install-conf", "file", 0o755, program("install-conf").read_bytes()),
                       Entry("opt/bin/mk-docker-opts.sh", "file", 0o755, mk_docker_opts.read_bytes())]),
                   {"Entrypoint": ["/opt/bin/flanneld"], "Env": [bed.PATH_ENV]}),
         ImageSpec("addon-flannel-cni-plugin", names["flannel-cni-plugin"],
-                  lambda: inputs(_digest(program("flannel")), bed.busybox_inputs()),
+                  lambda: inputs(file_digest(program("flannel")), bed.busybox_inputs()),
                   lambda workdir: [*bed.busybox_layer(workdir),
                                    Entry("flannel", "file", 0o755, program("flannel").read_bytes())],
                   {"Env": [bed.PATH_ENV], "Cmd": ["sh"]}),
         ImageSpec("addon-pykubelet", names["pykubelet"],
-                  lambda: inputs(images_pykubelet.wheel_inputs(paths.wheels), _debian_inputs(paths, PYKUBELET_DEBS)),
-                  lambda workdir: images_e2e.merge(debian(paths, PYKUBELET_DEBS, "pykubelet"), images_pykubelet.dirs(),
+                  lambda: inputs(images_pykubelet.wheel_inputs(paths.wheels), debian_inputs(paths.debs, PYKUBELET_DEBS)),
+                  lambda workdir: images_e2e.merge(debian(paths.debs, PYKUBELET_DEBS, "pykubelet"), images_pykubelet.dirs(),
                                                    images_pykubelet.installed(paths.wheels, workdir)),
                   {"Entrypoint": ["/" + images_pykubelet.ENTRYPOINT], "Env": [bed.PATH_ENV]}),
     ]
