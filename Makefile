@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup vm-setup venv control-plane e2e registry addons containerd2 kind run test test-containerd2 unit kubeadm-test bench soak proto cluster cluster-down conformance conformance-cluster install uninstall vagrant-test fresh-check
+.PHONY: setup vm-setup venv control-plane e2e registry addons addons-csi containerd2 kind run test test-containerd2 unit kubeadm-test bench soak proto cluster cluster-down conformance conformance-cluster install uninstall vagrant-test fresh-check
 
 setup: venv ## system packages, containerd (our config), CNI, local images, .venv
 	bash tests/bed/setup.sh
@@ -28,6 +28,9 @@ registry: ## build the CNCF Distribution registry the image pull tests push priv
 
 addons: ## CoreDNS, kube-proxy, flannel and metrics-server images built from their Go modules and imported under their upstream names, and pykubelet's own (localhost/pykubelet) for pykubelet-proxy.yaml; their manifests in build/addons/ (cached in /var/cache/pykubelet/addons)
 	bash tests/bed/build-addons.sh
+
+addons-csi: ## addons, plus the CSI hostpath driver's sidecars the Go module proxy serves (external-attacher, external-provisioner) and build/addons/csi-hostpath.yaml; the driver, its registrar and livenessprobe are not served (docs/addons.md)
+	PYKUBELET_ADDONS_CSI=1 bash tests/bed/build-addons.sh
 
 containerd2: ## build containerd 2.x (the current release) from its Go module, for the containerd 2.x tier (once; cached in /var/cache/pykubelet/containerd2)
 	bash tests/bed/build-containerd2.sh
