@@ -1,8 +1,8 @@
 """Each command imports what it needs and no more, for its start-up time and its memory: no
 command loads kubernetes_asyncio's typed API and model classes (~0.3 s and ~30 MB; the apiserver
-client sends and receives plain dicts), a standalone agent loads no apiserver client at all, and
-`pykubelet proxy` none of the kubelet's modules. Each case runs in a fresh interpreter, as the
-command does, and starts no daemon."""
+client sends and receives plain dicts), a standalone agent loads no apiserver client at all nor
+pyroute2's unused families, and `pykubelet proxy` none of the kubelet's modules. Each case runs in
+a fresh interpreter, as the command does, and starts no daemon."""
 
 from __future__ import annotations
 
@@ -63,6 +63,8 @@ def test_a_standalone_agent_loads_no_apiserver_client(tmp_path):
     """)
     assert "pykubelet.agent" in loaded and "pykubelet.assembly.parts" in loaded
     assert [m for m in loaded if m.startswith("kubernetes_asyncio") or m == "pykubelet.kube.client"] == []
+    assert "pyroute2.iproute" in loaded
+    assert [m for m in loaded if m.startswith(("pyroute2.ndb", "pyroute2.ipdb"))] == []
 
 
 def test_the_apiserver_client_works_without_the_typed_api(tmp_path):
@@ -133,14 +135,16 @@ def test_the_proxy_loads_none_of_the_kubelets_modules(tmp_path):
     assert out["typed_api"] == []
 
 
-def test_the_library_still_gives_its_typed_api_when_asked():
+def test_the_libraries_still_give_everything_when_asked():
     """Deferred, not removed: code that asks kubernetes_asyncio for a model or an API class gets it,
-    and ApiClient still deserializes into a model."""
+    ApiClient still deserializes into a model, and pyroute2 still has all of its names."""
     out = _run("""
         import asyncio, json
         from pykubelet.kube.rest_layer import ApiClient
+        import pykubelet.util.netlink
         from kubernetes_asyncio.client import CoreV1Api, V1Pod
         import kubernetes_asyncio
+        import pyroute2
 
         async def deserialize():
             api = ApiClient()
@@ -149,6 +153,7 @@ def test_the_library_still_gives_its_typed_api_when_asked():
             finally:
                 await api.close()
         print(json.dumps({"api": CoreV1Api.__name__, "model": V1Pod.__name__,
-                          "watch": kubernetes_asyncio.watch.Watch.__name__, "pod": asyncio.run(deserialize())}))
+                          "watch": kubernetes_asyncio.watch.Watch.__name__, "pod": asyncio.run(deserialize()),
+                          "ndb": pyroute2.NDB.__name__}))
     """)
-    assert out == {"api": "CoreV1Api", "model": "V1Pod", "watch": "Watch", "pod": "web"}
+    assert out == {"api": "CoreV1Api", "model": "V1Pod", "watch": "Watch", "pod": "web", "ndb": "NDB"}
