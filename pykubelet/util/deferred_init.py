@@ -29,6 +29,7 @@ def package_unrun(name: str) -> types.ModuleType:
 
 
 def run_init(package: types.ModuleType) -> None:
+    """Run the package's __init__ now, in the registered module (its submodules stay as they are)."""
     package.__dict__.pop("__getattr__", None)
     package.__spec__.loader.exec_module(package)
 
