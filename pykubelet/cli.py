@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from pykubelet.config import ConfigError, build_parser, settings_from_args
 from pykubelet.util.log import get_logger, setup_logging
 from pykubelet.util.tasks import cancel_on_signals
 
@@ -53,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         from pykubelet.tools import leaks
 
         return leaks.main(argv[1:])
+    # The agent's settings, imported here so the commands above never load them.
+    from pykubelet.config import ConfigError, build_parser, settings_from_args
+
     args = build_parser().parse_args(argv)
     setup_logging(0)  # until the settings are read: their warnings show at the default level
     try:

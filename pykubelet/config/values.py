@@ -13,6 +13,7 @@ from pykubelet.config.settings import AUTHORIZATION_MODES, NETWORK_MODES
 from pykubelet.util import tls_names
 from pykubelet.util.durations import parse_duration
 from pykubelet.util.log import get_logger
+from pykubelet.util.scalars import boolean, non_negative_duration  # noqa: F401 (shared with the proxy's settings)
 
 log = get_logger(__name__)
 
@@ -56,14 +57,6 @@ def positive_number(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         raise ValueError(f"must be a positive number, got {value!r}")
     return float(value)
-
-
-def boolean(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    raise ValueError(f"must be true or false, got {value!r}")
 
 
 def thresholds(value: Any) -> dict[str, Threshold]:
@@ -173,13 +166,6 @@ def non_negative_int(value: Any) -> int:
 
 def percent(value: Any) -> int:
     return _integer_in(value, 0, 100, "between 0 and 100, inclusive")
-
-
-def non_negative_duration(value: Any) -> float:
-    seconds = parse_duration(value)
-    if seconds < 0:
-        raise ValueError(f"must not be a negative duration, got {value!r}")
-    return seconds
 
 
 def tls_version(value: Any) -> str:

@@ -31,8 +31,7 @@ class Apiserver:
 
     @classmethod
     async def connect(cls, kubeconfig: str) -> "Apiserver":
-        from kubernetes_asyncio.client import ApiClient, Configuration
-        from kubernetes_asyncio.config import load_kube_config
+        from pykubelet.kube.rest_layer import ApiClient, Configuration, load_kube_config
 
         configuration = Configuration()
         await load_kube_config(config_file=kubeconfig, client_configuration=configuration)

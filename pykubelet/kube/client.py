@@ -21,11 +21,9 @@ from typing import Any, AsyncIterator
 
 import aiohttp
 from aiolimiter import AsyncLimiter
-from kubernetes_asyncio.client import ApiClient, Configuration
-from kubernetes_asyncio.client.exceptions import ApiException
-from kubernetes_asyncio.config import load_kube_config
 
 from pykubelet.kube import errors
+from pykubelet.kube.rest_layer import ApiClient, ApiException, Configuration, load_kube_config
 from pykubelet.util import metrics
 
 JSON = "application/json"

@@ -8,10 +8,9 @@ import ipaddress
 import os
 from typing import Any, Iterable
 
-from pyroute2.netlink.exceptions import NetlinkError
-
 from pykubelet.config import NetworkSettings
 from pykubelet.util.log import get_logger
+from pykubelet.util.netlink import NetlinkError
 from pykubelet.util.netns import iproute
 
 log = get_logger(__name__)

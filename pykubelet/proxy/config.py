@@ -15,8 +15,8 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from pykubelet.config import values
 from pykubelet.proxy import config_values as v
+from pykubelet.util import scalars
 from pykubelet.util.yamlfile import read_yaml
 
 API_VERSION = "kubeproxy.config.k8s.io/v1alpha1"
@@ -66,8 +66,8 @@ class ProxySettings:
 
 # --- value parsers: each raises ValueError saying what it wanted
 
-_bool = values.boolean
-_duration = values.non_negative_duration
+_bool = scalars.boolean
+_duration = scalars.non_negative_duration
 
 
 def _mode(value: Any) -> str:

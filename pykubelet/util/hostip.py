@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyroute2 import AsyncIPRoute
+from pykubelet.util.netlink import AsyncIPRoute
 
 
 async def default_route_ip() -> str:

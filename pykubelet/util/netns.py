@@ -12,8 +12,7 @@ import asyncio
 import os
 import socket
 
-from pyroute2 import AsyncIPRoute
-from pyroute2.netns import setns
+from pykubelet.util.netlink import AsyncIPRoute, setns
 
 NETLINK_ROUTE = 0
 

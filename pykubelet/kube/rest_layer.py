@@ -1,0 +1,38 @@
+"""kubernetes_asyncio's REST layer and kubeconfig loader, without its generated API and model classes.
+
+The agent and the proxy send and receive plain dicts (kube/client.py): of kubernetes_asyncio they
+use ApiClient (connections, TLS, auth headers), Configuration, ApiException and load_kube_config
+(credential plugins, token refresh), never its typed API and model classes. The __init__ of
+kubernetes_asyncio.client and of its models package import all of those eagerly, which costs a
+start ~0.3 s and ~30 MB, so both are deferred (util/deferred_init.py). ApiClient asks the models
+for a class only when it deserializes, which raw calls never ask for.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from pykubelet.util.deferred_init import init_on_first_miss, package_unrun, run_init
+
+
+def _import_without_models() -> None:
+    top = package_unrun("kubernetes_asyncio")  # until the two below are in place: its __init__ imports them
+    client = init_on_first_miss(package_unrun("kubernetes_asyncio.client"))
+    init_on_first_miss(package_unrun("kubernetes_asyncio.client.models"))
+    from kubernetes_asyncio.client.api_client import ApiClient
+    from kubernetes_asyncio.client.configuration import Configuration
+
+    # The kubeconfig loader imports these two from the package itself.
+    client.ApiClient, client.Configuration = ApiClient, Configuration
+    run_init(top)  # the rest of the library (config, watch...), as it always loads
+
+
+if "kubernetes_asyncio" not in sys.modules:  # else the whole library is imported already
+    _import_without_models()
+
+from kubernetes_asyncio.client.api_client import ApiClient  # noqa: E402 (after the registration above)
+from kubernetes_asyncio.client.configuration import Configuration  # noqa: E402
+from kubernetes_asyncio.client.exceptions import ApiException  # noqa: E402
+from kubernetes_asyncio.config import load_kube_config  # noqa: E402
+
+__all__ = ["ApiClient", "ApiException", "Configuration", "load_kube_config"]

@@ -1,0 +1,159 @@
+"""Each command imports what it needs and no more, for its start-up time and its memory: no
+command loads kubernetes_asyncio's typed API and model classes (~0.3 s and ~30 MB; the apiserver
+client sends and receives plain dicts), a standalone agent loads no apiserver client at all nor
+pyroute2's unused families, and `pykubelet proxy` none of the kubelet's modules. Each case runs in
+a fresh interpreter, as the command does, and starts no daemon."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+MODELS = "kubernetes_asyncio.client.models"
+# What the generated API and model classes load: their modules, or the packages' own __init__ run.
+TYPED_API_LOADED = textwrap.dedent(f"""
+    import sys
+
+    def typed_api_loaded():
+        names = [m for m in sys.modules if m.startswith(("{MODELS}.", "kubernetes_asyncio.client.api."))]
+        models, client = sys.modules.get("{MODELS}"), sys.modules.get("kubernetes_asyncio.client")
+        if models is not None and "V1Pod" in vars(models):
+            names.append("{MODELS} (its __init__ ran)")
+        if client is not None and "CoreV1Api" in vars(client):
+            names.append("kubernetes_asyncio.client (its __init__ ran)")
+        return names
+""")
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://127.0.0.1:%d"}}]
+users: [{name: u, user: {token: the-token}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+"""
+
+
+def _run(code: str) -> dict:
+    """What the code prints last (a JSON object), run in a fresh interpreter from the repository,
+    with typed_api_loaded() at hand."""
+    result = subprocess.run([sys.executable, "-c", TYPED_API_LOADED + textwrap.dedent(code)], cwd=REPO,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def test_a_standalone_agent_loads_no_apiserver_client(tmp_path):
+    """The command line as `pykubelet` reads it, the agent made (its run replaced: no runtime here),
+    and what phase start imports to serve the kubelet API."""
+    loaded = _run(f"""
+        import asyncio, json, sys
+        from pykubelet import agent, cli
+
+        async def no_run(self):
+            pass
+        agent.Agent.run = no_run
+        assert cli.main(["--root-dir", "{tmp_path}", "--pod-manifest-path", "{tmp_path}/manifests"]) == 0
+        import pykubelet.server.kubelet_api, pykubelet.server.host
+        print(json.dumps(sorted(sys.modules)))
+    """)
+    assert "pykubelet.agent" in loaded and "pykubelet.assembly.parts" in loaded
+    assert [m for m in loaded if m.startswith("kubernetes_asyncio") or m == "pykubelet.kube.client"] == []
+    assert "pyroute2.iproute" in loaded
+    assert [m for m in loaded if m.startswith(("pyroute2.ndb", "pyroute2.ipdb"))] == []
+
+
+def test_the_apiserver_client_works_without_the_typed_api(tmp_path):
+    """Every module of pykubelet imported, then a client made from a kubeconfig GETs from a local
+    server with the kubeconfig's token: the typed API classes are still not loaded."""
+    out = _run(f"""
+        import asyncio, json, pkgutil, importlib, sys
+        import pykubelet
+        for module in pkgutil.walk_packages(pykubelet.__path__, "pykubelet."):
+            importlib.import_module(module.name)
+        from aiohttp import web
+        from pykubelet.kube.client import KubeClient
+
+        async def main():
+            seen = []
+
+            async def nodes(request):
+                seen.append(request.headers.get("Authorization"))
+                return web.json_response({{"kind": "NodeList", "items": []}})
+            app = web.Application()
+            app.router.add_get("/api/v1/nodes", nodes)
+            runner = web.AppRunner(app)
+            await runner.setup()
+            site = web.TCPSite(runner, "127.0.0.1", 0)
+            await site.start()
+            port = site._server.sockets[0].getsockname()[1]
+            with open("{tmp_path}/kubeconfig", "w") as f:
+                f.write({KUBECONFIG!r} % port)
+            kube = await KubeClient.from_kubeconfig("{tmp_path}/kubeconfig")
+            try:
+                listed = await kube.get("/api/v1/nodes")
+            finally:
+                await kube.close()
+                await runner.cleanup()
+            return {{"listed": listed, "seen": seen, "typed_api": typed_api_loaded()}}
+        print(json.dumps(asyncio.run(main())))
+    """)
+    assert out["listed"] == {"kind": "NodeList", "items": []}
+    assert out["seen"] == ["Bearer the-token"]
+    assert out["typed_api"] == []
+
+
+def test_the_proxy_loads_none_of_the_kubelets_modules(tmp_path):
+    """`pykubelet proxy` as the command dispatches it, its settings read, and its apiserver client made."""
+    out = _run(f"""
+        import asyncio, contextlib, io, json, sys
+        from pykubelet import cli
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+            cli.main(["proxy", "--help"])
+        from pykubelet.proxy import server
+        with open("{tmp_path}/kubeconfig", "w") as f:
+            f.write({KUBECONFIG!r} % 1)
+        settings = server.settings_from_args(["--kubeconfig", "{tmp_path}/kubeconfig"], print)
+        server.ProxyServer(settings)
+        from pykubelet.kube.client import KubeClient
+
+        async def connect():
+            await (await KubeClient.from_kubeconfig(settings.kubeconfig)).close()
+        asyncio.run(connect())
+        print(json.dumps({{"modules": sorted(sys.modules), "typed_api": typed_api_loaded()}}))
+    """)
+    ours = [m for m in out["modules"] if m.startswith("pykubelet")]
+    assert "pykubelet.proxy.server" in ours and "pykubelet.kube.client" in ours
+    shared = ("pykubelet.proxy.", "pykubelet.kube.", "pykubelet.util.")
+    assert [m for m in ours if m not in ("pykubelet", "pykubelet.cli", "pykubelet.proxy", "pykubelet.kube",
+                                          "pykubelet.util") and not m.startswith(shared)] == []
+    assert "grpc" not in out["modules"]
+    assert out["typed_api"] == []
+
+
+def test_the_libraries_still_give_everything_when_asked():
+    """Deferred, not removed: code that asks kubernetes_asyncio for a model or an API class gets it,
+    ApiClient still deserializes into a model, and pyroute2 still has all of its names."""
+    out = _run("""
+        import asyncio, json
+        from pykubelet.kube.rest_layer import ApiClient
+        import pykubelet.util.netlink
+        from kubernetes_asyncio.client import CoreV1Api, V1Pod
+        import kubernetes_asyncio
+        import pyroute2
+
+        async def deserialize():
+            api = ApiClient()
+            try:
+                return api._ApiClient__deserialize({"metadata": {"name": "web"}}, "V1Pod").metadata.name
+            finally:
+                await api.close()
+        print(json.dumps({"api": CoreV1Api.__name__, "model": V1Pod.__name__,
+                          "watch": kubernetes_asyncio.watch.Watch.__name__, "pod": asyncio.run(deserialize()),
+                          "ndb": pyroute2.NDB.__name__}))
+    """)
+    assert out == {"api": "CoreV1Api", "model": "V1Pod", "watch": "Watch", "pod": "web", "ndb": "NDB"}
