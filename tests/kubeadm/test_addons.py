@@ -67,13 +67,28 @@ async def answers(plane: ControlPlane, namespace: str, client: str, url: str, ex
                    interval=1, describe=lambda: exec_in(plane, namespace, client, f"timeout 5 wget -O- {url}"))
 
 
+def flannel_up(plane: ControlPlane, node: KubeadmNode) -> dict[str, Any] | None:
+    """The Node once flanneld has annotated it, marked its network up, written subnet.env and routed
+    the other node's podCIDR; None before."""
+    obj = plane.kubectl_json("get", "node", node.name)
+    conditions = {c["type"]: c for c in obj["status"].get("conditions") or []}
+    up = ("flannel.alpha.coreos.com/backend-type" in obj["metadata"].get("annotations", {})
+          and conditions.get("NetworkUnavailable", {}).get("reason") == "FlannelIsUp"
+          and node.exists("/run/flannel/subnet.env") and "dev flannel.1" in node.sh("ip", "route", "show").stdout)
+    return obj if up else None
+
+
 async def test_nodes_are_not_ready_until_flannel_writes_its_config_and_pykubelet_leaves_its_routes_alone(
         control_plane: ControlPlane, worker: KubeadmNode):
     cp = control_plane.node
     # before `kubectl apply -f kube-flannel.yml`: the kubelet's own words
     assert control_plane.not_ready_before_cni[cp.name] == CNI_NOT_READY
     for node in (cp, worker):
-        obj = control_plane.kubectl_json("get", "node", node.name)
+        # A node turns Ready once flannel's init container has written the CNI config (within 100 ms,
+        # as the kubelet's first Ready is); flanneld itself comes up a moment later.
+        obj = await wait_for(lambda: flannel_up(control_plane, node), 60,
+                             f"flanneld up on {node.name} with a route to the other node", interval=0.5,
+                             describe=control_plane.describe)
         annotations = obj["metadata"]["annotations"]
         assert annotations["flannel.alpha.coreos.com/backend-type"] == "vxlan"
         assert annotations["flannel.alpha.coreos.com/public-ip"] == node.ip
