@@ -12,6 +12,7 @@ minutes): `pytest tests/vm/ipvs_proxy.py`.
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import json
 
@@ -85,8 +86,9 @@ def describe(cluster: Cluster) -> str:
 
 async def test_the_proxy_starts_in_ipvs_mode_and_puts_the_kubernetes_service_on_kube_ipvs0(cluster: Cluster):
     await wait_for(lambda: cluster.ready(NODE), 300, f"{NODE} Ready", interval=5, describe=cluster.describe)
-    cluster.cp.ssh(f"mkdir -p /var/lib/kube-proxy && printf %s {json.dumps(CONFIG.format(node=NODE))} "
-                   "> /var/lib/kube-proxy/config.conf && systemctl start kube-proxy", timeout=120)
+    config = base64.b64encode(CONFIG.format(node=NODE).encode()).decode()  # its newlines intact through ssh and bash
+    cluster.cp.ssh(f"mkdir -p /var/lib/kube-proxy && echo {config} | base64 -d > /var/lib/kube-proxy/config.conf "
+                   "&& systemctl start kube-proxy", timeout=120)
     kubernetes = cluster.json("get", "service", "kubernetes")["spec"]["clusterIP"]
     await wait_for(lambda: f"{kubernetes}:443/TCP" in virtual_servers(cluster), 300,
                    "the kubernetes Service's virtual server", interval=5, describe=lambda: describe(cluster))
