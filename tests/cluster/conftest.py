@@ -87,10 +87,11 @@ def _heartbeat(cond: dict[str, Any]) -> float:
 
 async def wait_ready(agent: AgentProcess, timeout: float = 60, what: str = "node Ready") -> dict[str, Any]:
     """The Ready=True this run of the agent posted. Until it posts, the Node still shows what the
-    previous agent (or run) last wrote, Ready and pressure conditions included; heartbeats have
-    whole seconds, so one in a later second than the start is this run's."""
+    previous agent (or run) last wrote, Ready and pressure conditions included. Heartbeats have
+    whole seconds, and an agent starts in a later second than the last one stopped
+    (AgentProcess.start), so a heartbeat in the start's second or later is this run's."""
     return await wait_for(lambda: (c := node_condition(node_object())).get("status") == "True"
-                          and _heartbeat(c) > int(agent.started_at) and c, timeout, what, describe=agent.describe)
+                          and _heartbeat(c) >= int(agent.started_at) and c, timeout, what, describe=agent.describe)
 
 
 @pytest.fixture

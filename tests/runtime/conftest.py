@@ -57,6 +57,22 @@ def write_manifest(directory: pathlib.Path, name: str, manifest: dict[str, Any] 
     return path
 
 
+# When the last agent of this session stopped: everything it posted is from before then.
+_last_agent_stop = 0.0
+
+
+def _a_second_no_agent_stopped_in() -> float:
+    """Now, moved past the second in which the last agent stopped. The Node's heartbeats have whole
+    seconds, so only then does a heartbeat in this start's second or later tell that this run posted
+    it (tests/cluster's wait_ready): a restart in the same second would otherwise be indistinguishable
+    from the previous run's last post."""
+    now = time.time()
+    if int(now) == int(_last_agent_stop):
+        time.sleep(int(now) + 1 - now)  # a clock boundary, at most a second away, not a guess
+        now = time.time()
+    return now
+
+
 class AgentProcess:
     """pykubelet run as a user runs it, in its own session so signals reach only it."""
 
@@ -86,7 +102,7 @@ class AgentProcess:
     def start(self, *extra: str) -> "AgentProcess":
         self.runs += 1
         self.last_extra = extra
-        self.started_at = time.time()
+        self.started_at = _a_second_no_agent_stopped_in()
         log = open(self.log_path, "ab")
         log.write(f"--- agent run {self.runs} ---\n".encode())
         log.flush()
@@ -103,10 +119,13 @@ class AgentProcess:
         return self
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> int:
+        global _last_agent_stop
         assert self.proc is not None
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
-        return self.proc.wait(timeout=timeout)
+        code = self.proc.wait(timeout=timeout)
+        _last_agent_stop = time.time()
+        return code
 
     def shutdown(self) -> None:
         """Stop it if it still runs: SIGTERM, then SIGKILL if it hangs."""
