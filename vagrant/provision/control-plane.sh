@@ -40,8 +40,10 @@ nodeRegistration:
   imagePullPolicy: IfNotPresent
   kubeletExtraArgs: [{name: node-ip, value: $ip}]
 $skip_phases
-# kubeadm's defaults (4 min) are short for a machine that emulates its CPU
-timeouts: {controlPlaneComponentHealthCheck: 20m, kubeletHealthCheck: 10m}
+# kubeadm's defaults (4 min; 1 min for an API call) are short for a machine that emulates its CPU.
+# kubernetesAPICall bounds the admin ClusterRoleBinding kubeadm creates before it waits for the
+# control plane's health, so on a slow machine it ran out while the apiserver was still starting.
+timeouts: {controlPlaneComponentHealthCheck: 20m, kubeletHealthCheck: 10m, kubernetesAPICall: 10m}
 ---
 apiVersion: kubeadm.k8s.io/v1beta4
 kind: ClusterConfiguration
