@@ -1,6 +1,7 @@
 """A node's persistent volumes: each pod's claims resolved (claims.py), checked and set up
 (persistent.py; CSI PVs through their drivers, csi/pv_setup.py), and what its containers mount
-from them.
+from them. A pod's inline CSI volumes (csi/inline.py) go the same way: read from the pod's spec
+instead of a claim, and published by their driver.
 
 What the kubelet's volume manager does for them, in its order and words:
 - processing (the claim, its PV, the volume mode) fails → the pod-level "Unable to attach or
@@ -21,12 +22,13 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
-from pykubelet.api.pod import Pod
+from pykubelet.api.pod import Pod, Volume
 from pykubelet.kube.errors import KubeError
 from pykubelet.volumes import persistent
 from pykubelet.volumes.claim_model import READ_WRITE_ONCE_POD, ClaimObjectError
 from pykubelet.volumes.claims import ClaimError, Get, ResolvedClaim, resolve
 from pykubelet.volumes.csi.drivers import DriverRegistry
+from pykubelet.volumes.csi.inline import CsiInlineSource, CsiInlineVolumes, InlineSourceError, parse_inline_source
 from pykubelet.volumes.csi.operations import CsiNodeOperations, CsiOperationError
 from pykubelet.volumes.csi.pv_setup import CsiPersistentVolumes, CsiSetupError
 from pykubelet.volumes.local import VolumeSetupError
@@ -43,6 +45,23 @@ class ClaimMount:
 
     host_path: str
     read_only: bool
+
+
+@dataclass(frozen=True)
+class CsiInUse:
+    """A CSI volume published for a pod."""
+
+    volume: str
+    """The pod's volume name."""
+    spec_name: str
+    """The PV's name, or the pod volume's for an inline volume: the directory under the pod's kubernetes.io~csi."""
+    target_path: str
+    claim: str
+    """The PersistentVolumeClaim's name ("" for an inline volume)."""
+
+    @property
+    def inline(self) -> bool:
+        return not self.claim
 
 
 @dataclass(frozen=True)
@@ -71,7 +90,8 @@ class ClaimVolumes:
         # No CSI parts: no driver is registered, and a CSI PV fails as with an unregistered driver.
         self.csi = csi or CsiPersistentVolumes(CsiNodeOperations(root_dir, node_name, DriverRegistry()),
                                                 lambda path: self.get(path))
-        self._csi_volumes: dict[str, set[str]] = {}  # pod UID -> the CSI PVs published for it
+        self.inline = CsiInlineVolumes(self.csi.operations, lambda path: self.get(path))
+        self._csi_volumes: dict[str, dict[str, CsiInUse]] = {}  # pod UID -> volume -> the CSI volume published
         self._mounts: dict[str, dict[str, ClaimMount]] = {}  # pod UID -> volume -> its mount
         self._local_in_use: dict[str, set[str]] = {}  # local PV name -> UIDs of pods with it mounted
 
@@ -79,17 +99,27 @@ class ClaimVolumes:
         """The pod's claim volumes set up so far: volume name -> what containers mount."""
         return dict(self._mounts.get(uid, {}))
 
-    async def resolve(self, pod: Pod) -> tuple[list[ResolvedClaim], list[Unprocessable]]:
-        """The pod's used claim volumes not set up yet, resolved; and those that cannot be."""
+    def csi_in_use(self, uid: str) -> list[CsiInUse]:
+        """The pod's CSI volumes published so far."""
+        return list(self._csi_volumes.get(uid, {}).values())
+
+    async def resolve(self, pod: Pod) -> tuple[list[ResolvedClaim | CsiInlineSource], list[Unprocessable]]:
+        """The pod's used claim and inline CSI volumes not set up yet, resolved; and those that
+        cannot be."""
         mounted, devices, done = mounted_volume_names(pod), device_volume_names(pod), self._mounts.get(pod.uid, {})
         used = mounted | devices
-        resolved, failed = [], []
-        for volume in pod.volumes:
-            if volume.kind not in CLAIM_KINDS or volume.name not in used or volume.name in done:
+        resolved: list[ResolvedClaim | CsiInlineSource] = []
+        failed = []
+        for index, volume in enumerate(pod.volumes):
+            if volume.kind not in (*CLAIM_KINDS, "csi") or volume.name not in used or volume.name in done:
                 continue
             try:
-                resolved.append(await resolve(pod, volume, self.get, volume.name in mounted, volume.name in devices))
-            except (ClaimError, ClaimObjectError) as e:
+                if volume.kind == "csi":
+                    resolved.append(_inline(pod, index, volume, volume.name in devices))
+                else:
+                    resolved.append(await resolve(pod, volume, self.get, volume.name in mounted,
+                                                  volume.name in devices))
+            except (ClaimError, ClaimObjectError, InlineSourceError) as e:
                 failed.append(Unprocessable(volume.name, volume.kind, str(e)))
         return resolved, failed
 
@@ -127,16 +157,21 @@ class ClaimVolumes:
             return True
         return bool(await asyncio.to_thread(persistent.mounted_by_other_pods, self.root_dir, uid, pv_name))
 
-    async def setup(self, pod: Pod, resolved: list[ResolvedClaim]) -> list[MountFailure]:
-        """Check and set up each resolved claim volume on its own; the ones that failed."""
+    async def setup(self, pod: Pod, resolved: list[ResolvedClaim | CsiInlineSource]) -> list[MountFailure]:
+        """Check and set up each resolved volume on its own; the ones that failed."""
         labels: dict[str, str] | str = {}
-        if any(c.pv.node_affinity is not None for c in resolved):
+        if any(isinstance(c, ResolvedClaim) and c.pv.node_affinity is not None for c in resolved):
             try:
                 labels = await self._node_labels()
             except KubeError as e:
                 labels = e.message or str(e)
         failures = []
         for claim in resolved:
+            if isinstance(claim, CsiInlineSource):
+                failure = await self._set_up_inline(pod, claim)
+                if failure is not None:
+                    failures.append(failure)
+                continue
             failure = await self._check(pod, claim, labels)
             if failure is None:
                 failure = await self._set_up(pod, claim)
@@ -163,7 +198,17 @@ class ClaimVolumes:
         except CsiSetupError as e:
             return MountFailure(claim.volume, e.operation, claim.pv.name, str(e))
         self._mounts.setdefault(pod.uid, {})[claim.volume] = ClaimMount(path, claim.read_only)
-        self._csi_volumes.setdefault(pod.uid, set()).add(claim.pv.name)
+        self._csi_volumes.setdefault(pod.uid, {})[claim.volume] = CsiInUse(claim.volume, claim.pv.name, path,
+                                                                          claim.claim.name)
+        return None
+
+    async def _set_up_inline(self, pod: Pod, source: CsiInlineSource) -> MountFailure | None:
+        try:
+            path = await self.inline.set_up(pod, source)
+        except CsiSetupError as e:
+            return MountFailure(source.volume, e.operation, source.volume, str(e))
+        self._mounts.setdefault(pod.uid, {})[source.volume] = ClaimMount(path, source.read_only)
+        self._csi_volumes.setdefault(pod.uid, {})[source.volume] = CsiInUse(source.volume, source.volume, path, "")
         return None
 
     def _release(self, uid: str) -> list[str]:
@@ -181,18 +226,33 @@ class ClaimVolumes:
         of it starts again)."""
         for pv in self._release(pod.uid):
             await asyncio.to_thread(persistent.tear_down_local, self.root_dir, pod.uid, pv)
-        published = self._csi_volumes.get(pod.uid, set())
-        for pv_name in sorted(published):
+        await self.unpublish(pod.uid, f"{pod.namespace}/{pod.name}")
+
+    async def unpublish(self, uid: str, pod_name: str) -> bool:
+        """The CSI volumes published for the pod unpublished (and unstaged once no pod has them);
+        True when none is left. One the driver refused stays recorded, for the next teardown."""
+        published = self._csi_volumes.get(uid, {})
+        for name, volume in sorted(published.items()):
             try:
-                await self.csi.tear_down(pod.uid, pv_name)
-            except CsiOperationError as e:  # kept: tried again when the pod's teardown runs again
-                log.warning("UnmountVolume.TearDown failed", pod=f"{pod.namespace}/{pod.name}", volume=pv_name,
-                            err=str(e))
+                if volume.inline:
+                    await self.inline.tear_down(uid, volume.spec_name)
+                else:
+                    await self.csi.tear_down(uid, volume.spec_name)
+            except CsiOperationError as e:
+                log.warning("UnmountVolume.TearDown failed", pod=pod_name, volume=volume.spec_name, err=str(e))
                 continue
-            published.discard(pv_name)
+            del published[name]
         if not published:
-            self._csi_volumes.pop(pod.uid, None)
+            self._csi_volumes.pop(uid, None)
+        return not published
 
     def forget(self, uid: str) -> None:
         """The pod is gone (its directory, with any mount left, is removed by the caller)."""
         self._release(uid)
+
+
+def _inline(pod: Pod, index: int, volume: Volume, as_device: bool) -> CsiInlineSource:
+    if as_device:  # the API refuses it too: an inline CSI volume is always a filesystem
+        raise InlineSourceError(f"pod {pod.namespace}/{pod.name}: volume {volume.name!r}: an inline CSI volume "
+                                f"cannot be used in volumeDevices")
+    return parse_inline_source(pod, index, volume)

@@ -109,6 +109,11 @@ class CsiNodeOperations:
             # Transient: the driver may register later (or again, after its pod restarted).
             raise CsiOperationError(f"{_PREFIX}{who}: {e}") from None
 
+    def check_registered(self, driver: str, who: str) -> None:
+        """CsiOperationError, in the kubelet's words with `who` (its step), when no driver of that
+        name is registered on the node."""
+        self._client(driver, who)
+
     async def _capabilities(self, client: CsiNodeClient) -> frozenset[int]:
         try:
             return await client.node_get_capabilities()
