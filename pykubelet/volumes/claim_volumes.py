@@ -30,7 +30,9 @@ from pykubelet.volumes.claims import ClaimError, Get, ResolvedClaim, resolve
 from pykubelet.volumes.csi.drivers import DriverRegistry
 from pykubelet.volumes.csi.inline import CsiInlineSource, CsiInlineVolumes, InlineSourceError, parse_inline_source
 from pykubelet.volumes.csi.operations import CsiNodeOperations, CsiOperationError
+from pykubelet.volumes.csi.paths import inline_volume_handle
 from pykubelet.volumes.csi.pv_setup import CsiPersistentVolumes, CsiSetupError
+from pykubelet.volumes.csi.volume_stats import CsiInUse
 from pykubelet.volumes.local import VolumeSetupError
 from pykubelet.volumes.node_affinity import affinity_error
 from pykubelet.volumes.support import CLAIM_KINDS, Unprocessable, device_volume_names, mounted_volume_names
@@ -45,23 +47,6 @@ class ClaimMount:
 
     host_path: str
     read_only: bool
-
-
-@dataclass(frozen=True)
-class CsiInUse:
-    """A CSI volume published for a pod."""
-
-    volume: str
-    """The pod's volume name."""
-    spec_name: str
-    """The PV's name, or the pod volume's for an inline volume: the directory under the pod's kubernetes.io~csi."""
-    target_path: str
-    claim: str
-    """The PersistentVolumeClaim's name ("" for an inline volume)."""
-
-    @property
-    def inline(self) -> bool:
-        return not self.claim
 
 
 @dataclass(frozen=True)
@@ -198,8 +183,9 @@ class ClaimVolumes:
         except CsiSetupError as e:
             return MountFailure(claim.volume, e.operation, claim.pv.name, str(e))
         self._mounts.setdefault(pod.uid, {})[claim.volume] = ClaimMount(path, claim.read_only)
-        self._csi_volumes.setdefault(pod.uid, {})[claim.volume] = CsiInUse(claim.volume, claim.pv.name, path,
-                                                                          claim.claim.name)
+        source = claim.pv.source  # its driver and volumeHandle: strings, or set_up refused it
+        self._csi_volumes.setdefault(pod.uid, {})[claim.volume] = CsiInUse(
+            claim.volume, claim.pv.name, path, source["driver"], source["volumeHandle"], claim.claim.name, pod.namespace)
         return None
 
     async def _set_up_inline(self, pod: Pod, source: CsiInlineSource) -> MountFailure | None:
@@ -208,7 +194,8 @@ class ClaimVolumes:
         except CsiSetupError as e:
             return MountFailure(source.volume, e.operation, source.volume, str(e))
         self._mounts.setdefault(pod.uid, {})[source.volume] = ClaimMount(path, source.read_only)
-        self._csi_volumes.setdefault(pod.uid, {})[source.volume] = CsiInUse(source.volume, source.volume, path, "")
+        self._csi_volumes.setdefault(pod.uid, {})[source.volume] = CsiInUse(
+            source.volume, source.volume, path, source.driver, inline_volume_handle(pod.uid, source.volume))
         return None
 
     def _release(self, uid: str) -> list[str]:

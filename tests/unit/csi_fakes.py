@@ -31,6 +31,8 @@ class FakeNodeDriver(csi_grpc.NodeServicer):
         self.fail: dict[str, grpc.StatusCode] = {}
         self.hang: set[str] = set()
         """Methods that never answer (until the server stops)."""
+        self.usage: list[csi.VolumeUsage] = []
+        """What NodeGetVolumeStats answers."""
 
     async def _answer(self, method: str, request: Any, context: Any) -> None:
         self.requests.append((method, request))
@@ -69,6 +71,11 @@ class FakeNodeDriver(csi_grpc.NodeServicer):
         if os.path.isdir(request.target_path):
             os.rmdir(request.target_path)
         return csi.NodeUnpublishVolumeResponse()
+
+
+    async def NodeGetVolumeStats(self, request, context):
+        await self._answer("NodeGetVolumeStats", request, context)
+        return csi.NodeGetVolumeStatsResponse(usage=self.usage)
 
 
 class FakeRegistrar(reg_grpc.RegistrationServicer):

@@ -75,6 +75,35 @@ class VolumeRequest:
     secrets: Mapping[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class VolumeUsage:
+    """NodeGetVolumeStats's answer: a figure the driver does not give is 0, as the kubelet counts it."""
+
+    available_bytes: int = 0
+    capacity_bytes: int = 0
+    used_bytes: int = 0
+    inodes_free: int = 0
+    inodes: int = 0
+    inodes_used: int = 0
+
+
+def volume_usage(answer: csi.NodeGetVolumeStatsResponse) -> VolumeUsage:
+    """The usage figures by unit; CsiStatsError when the driver gave none."""
+    if not answer.usage:
+        raise CsiStatsError("failed to get usage from response. usage is nil")
+    figures: dict[str, int] = {}
+    for usage in answer.usage:
+        if usage.unit == csi.VolumeUsage.BYTES:
+            figures.update(available_bytes=usage.available, capacity_bytes=usage.total, used_bytes=usage.used)
+        elif usage.unit == csi.VolumeUsage.INODES:
+            figures.update(inodes_free=usage.available, inodes=usage.total, inodes_used=usage.used)
+    return VolumeUsage(**figures)
+
+
+class CsiStatsError(Exception):
+    """A NodeGetVolumeStats answer without figures."""
+
+
 def volume_capability(request: VolumeRequest, multi_writer: bool) -> csi.VolumeCapability:
     modes = _MULTI_WRITER_ACCESS_MODES if multi_writer else _ACCESS_MODES
     return csi.VolumeCapability(
@@ -128,3 +157,9 @@ class CsiNodeClient:
     async def node_unpublish_volume(self, volume_id: str, target_path: str) -> None:
         await self._call(lambda stub: stub.NodeUnpublishVolume, csi.NodeUnpublishVolumeRequest(
             volume_id=volume_id, target_path=target_path))
+
+    async def node_get_volume_stats(self, volume_id: str, volume_path: str) -> VolumeUsage:
+        """The volume's usage (CsiCallError, or CsiStatsError for an answer without figures)."""
+        answer = await self._call(lambda stub: stub.NodeGetVolumeStats, csi.NodeGetVolumeStatsRequest(
+            volume_id=volume_id, volume_path=volume_path))
+        return volume_usage(answer)

@@ -36,11 +36,15 @@ async def test_an_inline_csi_volume_is_published_mounted_and_unpublished_with_it
         assert publish.target_path == target
         mount = created_mounts(node)["/scratch"]
         assert (mount.host_path, mount.readonly) == (target, True)
+        [in_use] = claims.csi_in_use("uid-web")  # what /stats/summary has the driver measure
+        assert (in_use.volume, in_use.driver, in_use.volume_handle, in_use.target_path, in_use.claim) == (
+            "scratch", DRIVER, publish.volume_id, target, "")
 
         node.dispatcher.set_pods([])
         await until(lambda: driver.calls("NodeUnpublishVolume"), what="the volume unpublished")
         [unpublish] = driver.calls("NodeUnpublishVolume")
         assert (unpublish.volume_id, unpublish.target_path) == (publish.volume_id, target)
+        assert claims.csi_in_use("uid-web") == []
     finally:
         await server.stop(None)
         shutil.rmtree(directory)
