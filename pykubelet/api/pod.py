@@ -212,6 +212,7 @@ SUPPORTED_CONTAINER_FIELDS = frozenset({
     "name", "image", "imagePullPolicy", "command", "args", "env", "workingDir", "ports", "tty", "stdin",
     "resources", "securityContext", "livenessProbe", "readinessProbe", "startupProbe", "restartPolicy",
     "terminationMessagePath", "terminationMessagePolicy", "volumeMounts", "envFrom", "lifecycle",
+    "volumeDevices",  # block claim volumes (CSI)
 })
 
 

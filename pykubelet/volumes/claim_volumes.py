@@ -1,7 +1,8 @@
 """A node's persistent volumes: each pod's claims resolved (claims.py), checked and set up
 (persistent.py; CSI PVs through their drivers, csi/pv_setup.py), and what its containers mount
-from them. A pod's inline CSI volumes (csi/inline.py) go the same way: read from the pod's spec
-instead of a claim, and published by their driver.
+from them. A CSI PV of volumeMode Block is mapped as a device (csi/block.py) that the containers
+listing it in volumeDevices get. A pod's inline CSI volumes (csi/inline.py) go the same way as
+claims: read from the pod's spec instead of a claim, and published by their driver.
 
 What the kubelet's volume manager does for them, in its order and words:
 - processing (the claim, its PV, the volume mode) fails → the pod-level "Unable to attach or
@@ -25,8 +26,9 @@ from typing import Any
 from pykubelet.api.pod import Pod, Volume
 from pykubelet.kube.errors import KubeError
 from pykubelet.volumes import persistent
-from pykubelet.volumes.claim_model import READ_WRITE_ONCE_POD, ClaimObjectError
+from pykubelet.volumes.claim_model import BLOCK, READ_WRITE_ONCE_POD, ClaimObjectError
 from pykubelet.volumes.claims import ClaimError, Get, ResolvedClaim, resolve
+from pykubelet.volumes.csi.block import CsiBlockVolumes
 from pykubelet.volumes.csi.drivers import DriverRegistry
 from pykubelet.volumes.csi.inline import CsiInlineSource, CsiInlineVolumes, InlineSourceError, parse_inline_source
 from pykubelet.volumes.csi.operations import CsiNodeOperations, CsiOperationError
@@ -43,10 +45,12 @@ log = get_logger(__name__)
 
 @dataclass(frozen=True)
 class ClaimMount:
-    """What a container mounts for a claim volume."""
+    """What a container mounts for a claim volume (or gets as a device, for a block volume)."""
 
     host_path: str
     read_only: bool
+    block: bool = False
+    """A raw block device (volumeMode Block) for volumeDevices, not a directory to mount."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,7 @@ class ClaimVolumes:
         self.csi = csi or CsiPersistentVolumes(CsiNodeOperations(root_dir, node_name, DriverRegistry()),
                                                 lambda path: self.get(path))
         self.inline = CsiInlineVolumes(self.csi.operations, lambda path: self.get(path))
+        self.block = CsiBlockVolumes(self.csi.operations, lambda path: self.get(path))
         self._csi_volumes: dict[str, dict[str, CsiInUse]] = {}  # pod UID -> volume -> the CSI volume published
         self._mounts: dict[str, dict[str, ClaimMount]] = {}  # pod UID -> volume -> its mount
         self._local_in_use: dict[str, set[str]] = {}  # local PV name -> UIDs of pods with it mounted
@@ -178,14 +183,20 @@ class ClaimVolumes:
         return None
 
     async def _set_up_csi(self, pod: Pod, claim: ResolvedClaim) -> MountFailure | None:
+        block = claim.pv.volume_mode == BLOCK
         try:
-            path = await self.csi.set_up(pod, claim.pv, claim.read_only)
+            if block:
+                mapped = await self.block.set_up(pod, claim.pv, claim.read_only)
+                path, target = mapped.device_path, mapped.publish_path
+            else:
+                path = target = await self.csi.set_up(pod, claim.pv, claim.read_only)
         except CsiSetupError as e:
             return MountFailure(claim.volume, e.operation, claim.pv.name, str(e))
-        self._mounts.setdefault(pod.uid, {})[claim.volume] = ClaimMount(path, claim.read_only)
+        self._mounts.setdefault(pod.uid, {})[claim.volume] = ClaimMount(path, claim.read_only, block)
         source = claim.pv.source  # its driver and volumeHandle: strings, or set_up refused it
         self._csi_volumes.setdefault(pod.uid, {})[claim.volume] = CsiInUse(
-            claim.volume, claim.pv.name, path, source["driver"], source["volumeHandle"], claim.claim.name, pod.namespace)
+            claim.volume, claim.pv.name, target, source["driver"], source["volumeHandle"], claim.claim.name,
+            pod.namespace, block)
         return None
 
     async def _set_up_inline(self, pod: Pod, source: CsiInlineSource) -> MountFailure | None:
@@ -223,6 +234,8 @@ class ClaimVolumes:
             try:
                 if volume.inline:
                     await self.inline.tear_down(uid, volume.spec_name)
+                elif volume.block:
+                    await self.block.tear_down(uid, volume.spec_name)
                 else:
                     await self.csi.tear_down(uid, volume.spec_name)
             except CsiOperationError as e:

@@ -89,7 +89,7 @@ class CsiInlineVolumes:
         """Publish the volume into the pod; the host path its containers mount."""
         try:
             # First, as the kubelet: a driver not registered (yet) is what the pod waits for.
-            self.operations.check_registered(source.driver, "mounter.SetUpAt failed to get CSI client")
+            self.operations.client(source.driver, "mounter.SetUpAt failed to get CSI client")
         except CsiOperationError as e:
             raise CsiSetupError("MountVolume.SetUp", str(e)) from None
         policy = await driver_policy(self.get, source.driver, EPHEMERAL)

@@ -73,6 +73,8 @@ class VolumeRequest:
     volume_context: Mapping[str, str] = field(default_factory=dict)
     publish_context: Mapping[str, str] = field(default_factory=dict)
     secrets: Mapping[str, str] = field(default_factory=dict)
+    block: bool = False
+    """A raw block device (volumeMode Block) rather than a filesystem to mount."""
 
 
 @dataclass(frozen=True)
@@ -106,10 +108,13 @@ class CsiStatsError(Exception):
 
 def volume_capability(request: VolumeRequest, multi_writer: bool) -> csi.VolumeCapability:
     modes = _MULTI_WRITER_ACCESS_MODES if multi_writer else _ACCESS_MODES
+    access_mode = _Mode(mode=modes.get(request.access_mode, _Mode.UNKNOWN))
+    if request.block:
+        return csi.VolumeCapability(block=csi.VolumeCapability.BlockVolume(), access_mode=access_mode)
     return csi.VolumeCapability(
         mount=csi.VolumeCapability.MountVolume(fs_type=request.fs_type, mount_flags=list(request.mount_flags),
                                                volume_mount_group=request.volume_mount_group),
-        access_mode=_Mode(mode=modes.get(request.access_mode, _Mode.UNKNOWN)))
+        access_mode=access_mode)
 
 
 class CsiNodeClient:

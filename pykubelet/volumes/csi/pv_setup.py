@@ -101,6 +101,27 @@ def pod_info(pod: Pod, ephemeral: bool) -> dict[str, str]:
     return pod_info_context(pod.name, pod.namespace, pod.uid, account, ephemeral)
 
 
+async def attachment_metadata(get: Get, node_name: str, source: CsiPersistentSource,
+                              operation: str = "MountVolume.WaitForAttach") -> dict[str, str]:
+    """The VolumeAttachment's attachment metadata (the publish context), once the attacher has
+    attached the volume to the node; CsiSetupError for `operation` until then."""
+    name = paths.attachment_name(source.volume_handle, source.driver, node_name)
+    try:
+        attachment = await get(f"/apis/storage.k8s.io/v1/volumeattachments/{name}")
+    except KubeError as e:
+        raise CsiSetupError(operation, f"volume {source.volume_handle} has GET error for volume attachment {name}: "
+                                       f"{e.message or e}") from None
+    status = attachment.get("status") or {} if isinstance(attachment, dict) else {}
+    if (attachment.get("metadata") or {}).get("deletionTimestamp"):
+        raise CsiSetupError(operation, "volume attachment is being deleted")
+    if status.get("attached") is not True:
+        error = (status.get("attachError") or {}).get("message")
+        raise CsiSetupError(operation, error or f"volume {source.volume_handle} is not attached for volume "
+                                                f"attachment {name}")
+    metadata = status.get("attachmentMetadata") or {}
+    return {k: v for k, v in metadata.items() if isinstance(v, str)} if isinstance(metadata, dict) else {}
+
+
 class CsiPersistentVolumes:
     """The CSI PVs of this node's pods; `get` reads API objects (CSIDriver, VolumeAttachment, Secret)."""
 
@@ -109,24 +130,6 @@ class CsiPersistentVolumes:
         self.get = get
         self._staged: dict[tuple[str, str], _Staged] = {}  # (driver, handle) -> staging path, pods using it
         self._published: dict[tuple[str, str], tuple[str, str]] = {}  # (pod UID, PV) -> (driver, handle)
-
-    async def _publish_context(self, source: CsiPersistentSource) -> dict[str, str]:
-        """The VolumeAttachment's attachment metadata, once the attacher has attached the volume."""
-        name = paths.attachment_name(source.volume_handle, source.driver, self.operations.node_name)
-        try:
-            attachment = await self.get(f"/apis/storage.k8s.io/v1/volumeattachments/{name}")
-        except KubeError as e:
-            raise CsiSetupError("MountVolume.WaitForAttach", f"volume {source.volume_handle} has GET error for "
-                                                             f"volume attachment {name}: {e.message or e}") from None
-        status = attachment.get("status") or {} if isinstance(attachment, dict) else {}
-        if (attachment.get("metadata") or {}).get("deletionTimestamp"):
-            raise CsiSetupError("MountVolume.WaitForAttach", "volume attachment is being deleted")
-        if status.get("attached") is not True:
-            error = (status.get("attachError") or {}).get("message")
-            raise CsiSetupError("MountVolume.WaitForAttach", error or f"volume {source.volume_handle} is not "
-                                                                      f"attached for volume attachment {name}")
-        metadata = status.get("attachmentMetadata") or {}
-        return {k: v for k, v in metadata.items() if isinstance(v, str)} if isinstance(metadata, dict) else {}
 
     async def set_up(self, pod: Pod, pv: PersistentVolume, read_only: bool) -> str:
         """Stage (once) and publish the PV for the pod; the host path containers mount."""
@@ -138,7 +141,8 @@ class CsiPersistentVolumes:
         volume = CsiVolume(pv.name, source.driver, source.volume_handle, PERSISTENT,
                            pv.access_modes[0] if pv.access_modes else "ReadWriteOnce", source.fs_type,
                            pv.mount_options, source.volume_attributes,
-                           await self._publish_context(source) if policy.attach_required else {})
+                           await attachment_metadata(self.get, self.operations.node_name, source)
+                           if policy.attach_required else {})
         key = (source.driver, source.volume_handle)
         try:
             if key not in self._staged:

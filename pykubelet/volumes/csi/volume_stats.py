@@ -44,6 +44,8 @@ class CsiInUse:
     """The PersistentVolumeClaim's name ("" for an inline volume)."""
     namespace: str = ""
     """The pod's (and its claim's) namespace."""
+    block: bool = False
+    """A raw block device (volumeMode Block); target_path is then its publish path."""
 
     @property
     def inline(self) -> bool:
