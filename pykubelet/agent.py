@@ -99,9 +99,15 @@ class Agent:
             context, rotation = await kubelet_api.tls.bootstrapped_serving(
                 s, kube, lambda: addresses(p.node_ip, s.node_name))
             self.tasks.loop("serving-certificate-rotation", rotation.run())
+        volume_stats = None
+        if p.api_clients is not None and p.api_clients.csi is not None:
+            from pykubelet.volumes.csi.volume_stats import CsiVolumeStats
+
+            volume_stats = CsiVolumeStats(p.api_clients.csi.drivers,
+                                          p.pods.deps.syncer.api_volumes.claims.csi_in_use).pods
         try:
             server = await kubelet_api.start(Host(s, p.cri, [p.node_ip], p.pods.statuses.pods, dict(p.health),
-                                                  review), context)
+                                                  review, volume_stats), context)
         except (kubelet_api.BindError, kubelet_api.tls.TLSError) as e:
             raise LoopDied(str(e)) from None
         self._closers.append(server.close)

@@ -206,11 +206,13 @@ SUPPORTED_POD_FIELDS = frozenset({
 })
 NODE_LOCAL_VOLUME_TYPES = ("emptyDir", "hostPath")
 SUPPORTED_VOLUME_TYPES = (*NODE_LOCAL_VOLUME_TYPES, "configMap", "secret", "downwardAPI", "projected",
-                          "persistentVolumeClaim", "ephemeral")  # claims: hostPath and local PVs
+                          "persistentVolumeClaim", "ephemeral",  # claims: hostPath, local and CSI PVs
+                          "csi")  # inline CSI volumes, published by their drivers
 SUPPORTED_CONTAINER_FIELDS = frozenset({
     "name", "image", "imagePullPolicy", "command", "args", "env", "workingDir", "ports", "tty", "stdin",
     "resources", "securityContext", "livenessProbe", "readinessProbe", "startupProbe", "restartPolicy",
     "terminationMessagePath", "terminationMessagePolicy", "volumeMounts", "envFrom", "lifecycle",
+    "volumeDevices",  # block claim volumes (CSI)
 })
 
 

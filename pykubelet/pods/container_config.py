@@ -1,5 +1,5 @@
 """A container's CRI config, as the kubelet's generateContainerConfig: its volumes (emptyDir,
-hostPath, the API volumes, claims, subPaths), the pod's files (/etc/hosts, the termination-message
+hostPath, the API volumes, claims, subPaths) and block devices (volumeDevices), the pod's files (/etc/hosts, the termination-message
 file), its env (ConfigMaps, Secrets, Services), the runAsNonRoot check against its image and
 an ephemeral container's target (the PID namespace it joins).
 
@@ -24,6 +24,24 @@ from pykubelet.runtime.service_env import service_env, services_for_pod
 from pykubelet.volumes import api as api_volumes
 from pykubelet.volumes import local as local_volumes
 from pykubelet.volumes.claim_volumes import ClaimMount
+
+
+def block_devices(container: Container, claims: dict[str, ClaimMount]) -> list[api.Device]:
+    """The container's volumeDevices as CRI devices: each names a block claim volume set up for
+    the pod, at an absolute path in the container (the kubelet's makeBlockVolumes)."""
+    devices = []
+    listed = container.raw.get("volumeDevices")
+    for device in listed if isinstance(listed, list) else []:
+        name = device.get("name") if isinstance(device, dict) else None
+        path = device.get("devicePath") if isinstance(device, dict) else None
+        if not isinstance(path, str) or not path.startswith("/"):
+            raise ContainerConfigError(f"error DevicePath `{path}` must be an absolute path")
+        claim = claims.get(name) if isinstance(name, str) else None
+        if claim is None or not claim.block:
+            raise ContainerConfigError(f"cannot find volume {name!r} to pass into container {container.name!r}")
+        devices.append(api.Device(container_path=path, host_path=claim.host_path,
+                                  permissions="r" if claim.read_only else "mrw"))
+    return devices
 
 
 def pid_target_id(container: Container, target: ContainerState | None) -> str:
@@ -62,11 +80,13 @@ class ContainerConfigs:
         claims = self.claim_mounts(pod.uid)
         read_only = set(projected) | {name for name, claim in claims.items() if claim.read_only}
         mounts = await asyncio.to_thread(local_volumes.container_mounts, self.node.root_dir, pod, container,
-                                         {**volumes, **projected, **{n: c.host_path for n, c in claims.items()}},
+                                         {**volumes, **projected,
+                                          **{n: c.host_path for n, c in claims.items() if not c.block}},
                                          read_only, env)
         mounts += await asyncio.to_thread(self._pod_file_mounts, pod, container, pod_ip)
         config = specs.container_config(pod, container, image_ref, restart_count, self.node, pod_ip, mounts,
                                         env_sources, target_id)
+        config.devices.extend(block_devices(container, claims))
         if security.effective(pod, container).get("runAsNonRoot"):
             image = await self.cri.image_status(image_ref)
             username = image.username if image is not None else ""

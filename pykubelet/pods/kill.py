@@ -174,6 +174,8 @@ class PodKiller:
             await self._remove_container(c)
         for s in state.sandboxes:
             await self.cri.remove_pod_sandbox(s.id)
+        # Its CSI volumes through their drivers first: what is left mounted keeps the pod's directory.
+        await self.api_volumes.claims.unpublish(uid, f"{namespace}/{name}")
         self.api_volumes.forget(uid)
         await asyncio.to_thread(self._remove_pod_dirs, namespace, name, uid)
         await asyncio.to_thread(cgroups.remove_pod_cgroups, uid, self.node.cgroup_root, self.node.kubepods)

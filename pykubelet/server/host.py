@@ -6,7 +6,7 @@ The server never reaches into the pod workers or the status manager: the agent h
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from pykubelet.api.pod import Pod
 from pykubelet.config import Settings
@@ -25,6 +25,9 @@ class Host:
     """/healthz checks by name (the kubelet's: syncloop, pleg...)."""
     review: Review | None = None
     """POST a TokenReview or SubjectAccessReview to the apiserver; None on a standalone node."""
+    volume_stats: Callable[[list[str]], Awaitable[dict[str, list[dict[str, Any]]]]] | None = None
+    """Pod UIDs -> the Summary API entries of their volumes measured by a driver (CSI); None when
+    no driver can register."""
 
     @property
     def node_name(self) -> str:

@@ -29,6 +29,7 @@ from pykubelet.runtime.cgroups import kubepods_under
 from pykubelet.server import cgroup_stats as cg
 from pykubelet.server.host import Host
 from pykubelet.util.log import get_logger
+from pykubelet.volumes.csi import paths as csi_paths
 
 log = get_logger(__name__)
 
@@ -119,8 +120,10 @@ class SummaryProvider:
         ready = ready_by_pod(sandboxes)
         self._sandbox_pids = {k: v for k, v in self._sandbox_pids.items() if k in {s.id for s in ready.values()}}
         pids = {uid: await self._sandbox_pid(sandbox.id) for uid, sandbox in ready.items()}
+        measured = ({} if only_cpu_and_memory or self.host.volume_stats is None
+                    else await self.host.volume_stats(list(ready)))
         return await asyncio.to_thread(self._build, container_stats, running_by_pod(containers), ready, pids,
-                                       image_fs, only_cpu_and_memory)
+                                       image_fs, only_cpu_and_memory, measured)
 
     async def _image_fs(self) -> dict[str, Any]:
         out = cg.fs_stats(IMAGEFS_DIR)
@@ -135,7 +138,8 @@ class SummaryProvider:
 
     def _build(self, container_stats: list[api.ContainerStats], running: dict[str, list[api.Container]],
                ready: dict[str, api.PodSandbox], pids: dict[str, int | None], image_fs: dict[str, Any] | None,
-               only_cpu_and_memory: bool) -> dict[str, Any]:
+               only_cpu_and_memory: bool, measured: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+        """`measured`: pod UID -> its volumes a driver measured."""
         now = time.time()
         when = rfc3339(now)
         keys: set[str] = set()
@@ -143,7 +147,7 @@ class SummaryProvider:
         pods = []
         for uid, sandbox in ready.items():
             pods.append(self._pod(sandbox, running.get(uid, []), by_id, pids.get(uid), now, when, keys,
-                                  only_cpu_and_memory))
+                                  only_cpu_and_memory, measured.get(uid, [])))
         node = self._node(now, when, image_fs, only_cpu_and_memory)
         keys.add("node")
         self.rates.retain(keys)
@@ -163,7 +167,8 @@ class SummaryProvider:
         return node
 
     def _pod(self, sandbox: api.PodSandbox, running: list[api.Container], by_id: dict[str, api.ContainerStats],
-             pid: int | None, now: float, when: str, keys: set[str], only: bool) -> dict[str, Any]:
+             pid: int | None, now: float, when: str, keys: set[str], only: bool,
+             measured: list[dict[str, Any]]) -> dict[str, Any]:
         pod = sandbox.metadata
         containers = []
         rootfs_total = logs_total = 0
@@ -203,14 +208,15 @@ class SummaryProvider:
         if not only:
             if pid:
                 out["network"] = network_stats(when, cg.net_dev(pid), "eth0")
-            volumes = self._volumes(pod.uid, when)
+            volumes = self._volumes(pod.uid, when) + measured
             if volumes:
                 out["volume"] = volumes
             out["ephemeral-storage"] = {"time": when, "usedBytes": rootfs_total + logs_total}
         return out
 
     def _volumes(self, uid: str, when: str) -> list[dict[str, Any]]:
-        """Each volume directory of the pod (<root-dir>/pods/<uid>/volumes/<plugin>/<name>)."""
+        """Each volume directory of the pod (<root-dir>/pods/<uid>/volumes/<plugin>/<name>), but
+        CSI volumes': their drivers measure them (`measured`), never a walk of the driver's mount."""
         base = paths.volumes_dir(self.host.settings.root_dir, uid)
         out = []
         try:
@@ -218,6 +224,8 @@ class SummaryProvider:
         except OSError:
             return out
         for plugin in plugins:
+            if plugin.name == csi_paths.ESCAPED_PLUGIN_NAME:
+                continue
             for volume in sorted(os.scandir(plugin.path), key=lambda e: e.name):
                 used, inodes = cg.dir_usage(volume.path)
                 fs = cg.fs_stats(volume.path)

@@ -13,6 +13,7 @@ from typing import Any
 PVC_PROTECTION_FINALIZER = "kubernetes.io/pvc-protection"
 READ_WRITE_ONCE_POD = "ReadWriteOncePod"
 FILESYSTEM = "Filesystem"
+BLOCK = "Block"
 PV_SOURCES_HANDLED = ("hostPath", "local", "csi")
 """The PV types this node sets up: the kubelet's hostPath and local plugins, and CSI drivers."""
 

@@ -1,6 +1,8 @@
 """A node's persistent volumes: each pod's claims resolved (claims.py), checked and set up
 (persistent.py; CSI PVs through their drivers, csi/pv_setup.py), and what its containers mount
-from them.
+from them. A CSI PV of volumeMode Block is mapped as a device (csi/block.py) that the containers
+listing it in volumeDevices get. A pod's inline CSI volumes (csi/inline.py) go the same way as
+claims: read from the pod's spec instead of a claim, and published by their driver.
 
 What the kubelet's volume manager does for them, in its order and words:
 - processing (the claim, its PV, the volume mode) fails → the pod-level "Unable to attach or
@@ -21,14 +23,18 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
-from pykubelet.api.pod import Pod
+from pykubelet.api.pod import Pod, Volume
 from pykubelet.kube.errors import KubeError
 from pykubelet.volumes import persistent
-from pykubelet.volumes.claim_model import READ_WRITE_ONCE_POD, ClaimObjectError
+from pykubelet.volumes.claim_model import BLOCK, READ_WRITE_ONCE_POD, ClaimObjectError
 from pykubelet.volumes.claims import ClaimError, Get, ResolvedClaim, resolve
+from pykubelet.volumes.csi.block import CsiBlockVolumes
 from pykubelet.volumes.csi.drivers import DriverRegistry
+from pykubelet.volumes.csi.inline import CsiInlineSource, CsiInlineVolumes, InlineSourceError, parse_inline_source
 from pykubelet.volumes.csi.operations import CsiNodeOperations, CsiOperationError
+from pykubelet.volumes.csi.paths import inline_volume_handle
 from pykubelet.volumes.csi.pv_setup import CsiPersistentVolumes, CsiSetupError
+from pykubelet.volumes.csi.volume_stats import CsiInUse
 from pykubelet.volumes.local import VolumeSetupError
 from pykubelet.volumes.node_affinity import affinity_error
 from pykubelet.volumes.support import CLAIM_KINDS, Unprocessable, device_volume_names, mounted_volume_names
@@ -39,10 +45,12 @@ log = get_logger(__name__)
 
 @dataclass(frozen=True)
 class ClaimMount:
-    """What a container mounts for a claim volume."""
+    """What a container mounts for a claim volume (or gets as a device, for a block volume)."""
 
     host_path: str
     read_only: bool
+    block: bool = False
+    """A raw block device (volumeMode Block) for volumeDevices, not a directory to mount."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +79,9 @@ class ClaimVolumes:
         # No CSI parts: no driver is registered, and a CSI PV fails as with an unregistered driver.
         self.csi = csi or CsiPersistentVolumes(CsiNodeOperations(root_dir, node_name, DriverRegistry()),
                                                 lambda path: self.get(path))
-        self._csi_volumes: dict[str, set[str]] = {}  # pod UID -> the CSI PVs published for it
+        self.inline = CsiInlineVolumes(self.csi.operations, lambda path: self.get(path))
+        self.block = CsiBlockVolumes(self.csi.operations, lambda path: self.get(path))
+        self._csi_volumes: dict[str, dict[str, CsiInUse]] = {}  # pod UID -> volume -> the CSI volume published
         self._mounts: dict[str, dict[str, ClaimMount]] = {}  # pod UID -> volume -> its mount
         self._local_in_use: dict[str, set[str]] = {}  # local PV name -> UIDs of pods with it mounted
 
@@ -79,17 +89,27 @@ class ClaimVolumes:
         """The pod's claim volumes set up so far: volume name -> what containers mount."""
         return dict(self._mounts.get(uid, {}))
 
-    async def resolve(self, pod: Pod) -> tuple[list[ResolvedClaim], list[Unprocessable]]:
-        """The pod's used claim volumes not set up yet, resolved; and those that cannot be."""
+    def csi_in_use(self, uid: str) -> list[CsiInUse]:
+        """The pod's CSI volumes published so far."""
+        return list(self._csi_volumes.get(uid, {}).values())
+
+    async def resolve(self, pod: Pod) -> tuple[list[ResolvedClaim | CsiInlineSource], list[Unprocessable]]:
+        """The pod's used claim and inline CSI volumes not set up yet, resolved; and those that
+        cannot be."""
         mounted, devices, done = mounted_volume_names(pod), device_volume_names(pod), self._mounts.get(pod.uid, {})
         used = mounted | devices
-        resolved, failed = [], []
-        for volume in pod.volumes:
-            if volume.kind not in CLAIM_KINDS or volume.name not in used or volume.name in done:
+        resolved: list[ResolvedClaim | CsiInlineSource] = []
+        failed = []
+        for index, volume in enumerate(pod.volumes):
+            if volume.kind not in (*CLAIM_KINDS, "csi") or volume.name not in used or volume.name in done:
                 continue
             try:
-                resolved.append(await resolve(pod, volume, self.get, volume.name in mounted, volume.name in devices))
-            except (ClaimError, ClaimObjectError) as e:
+                if volume.kind == "csi":
+                    resolved.append(_inline(pod, index, volume, volume.name in devices))
+                else:
+                    resolved.append(await resolve(pod, volume, self.get, volume.name in mounted,
+                                                  volume.name in devices))
+            except (ClaimError, ClaimObjectError, InlineSourceError) as e:
                 failed.append(Unprocessable(volume.name, volume.kind, str(e)))
         return resolved, failed
 
@@ -127,16 +147,21 @@ class ClaimVolumes:
             return True
         return bool(await asyncio.to_thread(persistent.mounted_by_other_pods, self.root_dir, uid, pv_name))
 
-    async def setup(self, pod: Pod, resolved: list[ResolvedClaim]) -> list[MountFailure]:
-        """Check and set up each resolved claim volume on its own; the ones that failed."""
+    async def setup(self, pod: Pod, resolved: list[ResolvedClaim | CsiInlineSource]) -> list[MountFailure]:
+        """Check and set up each resolved volume on its own; the ones that failed."""
         labels: dict[str, str] | str = {}
-        if any(c.pv.node_affinity is not None for c in resolved):
+        if any(isinstance(c, ResolvedClaim) and c.pv.node_affinity is not None for c in resolved):
             try:
                 labels = await self._node_labels()
             except KubeError as e:
                 labels = e.message or str(e)
         failures = []
         for claim in resolved:
+            if isinstance(claim, CsiInlineSource):
+                failure = await self._set_up_inline(pod, claim)
+                if failure is not None:
+                    failures.append(failure)
+                continue
             failure = await self._check(pod, claim, labels)
             if failure is None:
                 failure = await self._set_up(pod, claim)
@@ -158,12 +183,30 @@ class ClaimVolumes:
         return None
 
     async def _set_up_csi(self, pod: Pod, claim: ResolvedClaim) -> MountFailure | None:
+        block = claim.pv.volume_mode == BLOCK
         try:
-            path = await self.csi.set_up(pod, claim.pv, claim.read_only)
+            if block:
+                mapped = await self.block.set_up(pod, claim.pv, claim.read_only)
+                path, target = mapped.device_path, mapped.publish_path
+            else:
+                path = target = await self.csi.set_up(pod, claim.pv, claim.read_only)
         except CsiSetupError as e:
             return MountFailure(claim.volume, e.operation, claim.pv.name, str(e))
-        self._mounts.setdefault(pod.uid, {})[claim.volume] = ClaimMount(path, claim.read_only)
-        self._csi_volumes.setdefault(pod.uid, set()).add(claim.pv.name)
+        self._mounts.setdefault(pod.uid, {})[claim.volume] = ClaimMount(path, claim.read_only, block)
+        source = claim.pv.source  # its driver and volumeHandle: strings, or set_up refused it
+        self._csi_volumes.setdefault(pod.uid, {})[claim.volume] = CsiInUse(
+            claim.volume, claim.pv.name, target, source["driver"], source["volumeHandle"], claim.claim.name,
+            pod.namespace, block)
+        return None
+
+    async def _set_up_inline(self, pod: Pod, source: CsiInlineSource) -> MountFailure | None:
+        try:
+            path = await self.inline.set_up(pod, source)
+        except CsiSetupError as e:
+            return MountFailure(source.volume, e.operation, source.volume, str(e))
+        self._mounts.setdefault(pod.uid, {})[source.volume] = ClaimMount(path, source.read_only)
+        self._csi_volumes.setdefault(pod.uid, {})[source.volume] = CsiInUse(
+            source.volume, source.volume, path, source.driver, inline_volume_handle(pod.uid, source.volume))
         return None
 
     def _release(self, uid: str) -> list[str]:
@@ -181,18 +224,35 @@ class ClaimVolumes:
         of it starts again)."""
         for pv in self._release(pod.uid):
             await asyncio.to_thread(persistent.tear_down_local, self.root_dir, pod.uid, pv)
-        published = self._csi_volumes.get(pod.uid, set())
-        for pv_name in sorted(published):
+        await self.unpublish(pod.uid, f"{pod.namespace}/{pod.name}")
+
+    async def unpublish(self, uid: str, pod_name: str) -> bool:
+        """The CSI volumes published for the pod unpublished (and unstaged once no pod has them);
+        True when none is left. One the driver refused stays recorded, for the next teardown."""
+        published = self._csi_volumes.get(uid, {})
+        for name, volume in sorted(published.items()):
             try:
-                await self.csi.tear_down(pod.uid, pv_name)
-            except CsiOperationError as e:  # kept: tried again when the pod's teardown runs again
-                log.warning("UnmountVolume.TearDown failed", pod=f"{pod.namespace}/{pod.name}", volume=pv_name,
-                            err=str(e))
+                if volume.inline:
+                    await self.inline.tear_down(uid, volume.spec_name)
+                elif volume.block:
+                    await self.block.tear_down(uid, volume.spec_name)
+                else:
+                    await self.csi.tear_down(uid, volume.spec_name)
+            except CsiOperationError as e:
+                log.warning("UnmountVolume.TearDown failed", pod=pod_name, volume=volume.spec_name, err=str(e))
                 continue
-            published.discard(pv_name)
+            del published[name]
         if not published:
-            self._csi_volumes.pop(pod.uid, None)
+            self._csi_volumes.pop(uid, None)
+        return not published
 
     def forget(self, uid: str) -> None:
         """The pod is gone (its directory, with any mount left, is removed by the caller)."""
         self._release(uid)
+
+
+def _inline(pod: Pod, index: int, volume: Volume, as_device: bool) -> CsiInlineSource:
+    if as_device:  # the API refuses it too: an inline CSI volume is always a filesystem
+        raise InlineSourceError(f"pod {pod.namespace}/{pod.name}: volume {volume.name!r}: an inline CSI volume "
+                                f"cannot be used in volumeDevices")
+    return parse_inline_source(pod, index, volume)

@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Callable
 from pykubelet.api.pod import Pod, Volume
 from pykubelet.kube.errors import KubeError
 from pykubelet.volumes.support import claim_name
-from pykubelet.volumes.claim_model import (FILESYSTEM, PV_SOURCES_HANDLED, PVC_PROTECTION_FINALIZER,
+from pykubelet.volumes.claim_model import (BLOCK, FILESYSTEM, PV_SOURCES_HANDLED, PVC_PROTECTION_FINALIZER,
                                            ClaimObjectError, PersistentVolume, PersistentVolumeClaim, parse_claim,
                                            parse_volume)
 
@@ -99,9 +99,10 @@ async def resolve(pod: Pod, volume: Volume, get: Get, mounted: bool, as_device: 
         raise ClaimError(f"{where}: {e}") from None
     if mounted and pv.volume_mode != FILESYSTEM:
         raise ClaimError(f"volume {volume.name} has volumeMode {pv.volume_mode}, but is specified in volumeMounts")
-    if as_device and pv.volume_mode != "Block":
+    if as_device and pv.volume_mode != BLOCK:
         raise ClaimError(f"volume {volume.name} has volumeMode {pv.volume_mode}, but is specified in volumeDevices")
-    if pv.source_kind not in PV_SOURCES_HANDLED or as_device:
+    # Block devices come only from CSI drivers here (not from hostPath or local PVs).
+    if pv.source_kind not in PV_SOURCES_HANDLED or (as_device and pv.source_kind != "csi"):
         what = f"{pv.source_kind or 'unknown'}{' block' if as_device else ''}"
         raise ClaimError(f'failed to get Plugin from volumeSpec for volume "{pv.name}" err=no volume plugin matched: '
                          f"pykubelet cannot set up {what} volumes")

@@ -8,7 +8,8 @@ the application would write into the container's own filesystem and lose the dat
 
 A volume no container mounts is not needed, so it never blocks (the kubelet's expected volumes).
 PersistentVolumeClaims (and generic ephemeral volumes, which are claims the controller makes)
-pass here: whether they can be processed takes the API (claims.py, claim_volumes.py).
+and inline CSI volumes pass here: whether they can be processed takes the API and the node's
+registered drivers (claims.py, csi/inline.py, claim_volumes.py).
 """
 
 from __future__ import annotations

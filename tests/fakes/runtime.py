@@ -43,6 +43,8 @@ class FakeRuntime:
         self.sandboxes: dict[str, api.PodSandboxStatus] = {}
         self.containers: dict[str, api.ContainerStatus] = {}
         self.container_sandbox: dict[str, str] = {}
+        self.container_devices: dict[str, list[api.Device]] = {}
+        """Container ID -> the devices it was created with (ContainerStatus has no field for them)."""
         self.images = {"busybox:1.36": "sha256:busybox"}
         self.private: dict[str, tuple[str, str]] = {}
         self.pulls: list[tuple[str, api.AuthConfig | None]] = []
@@ -193,6 +195,7 @@ class FakeRuntime:
             log_path=log_path, mounts=config.mounts,
             resources=api.ContainerResources(linux=config.linux.resources))
         self.container_sandbox[container_id] = sandbox_id
+        self.container_devices[container_id] = list(config.devices)
         return container_id
 
     async def start_container(self, container_id: str) -> None:

@@ -31,6 +31,8 @@ class FakeNodeDriver(csi_grpc.NodeServicer):
         self.fail: dict[str, grpc.StatusCode] = {}
         self.hang: set[str] = set()
         """Methods that never answer (until the server stops)."""
+        self.usage: list[csi.VolumeUsage] = []
+        """What NodeGetVolumeStats answers."""
 
     async def _answer(self, method: str, request: Any, context: Any) -> None:
         self.requests.append((method, request))
@@ -61,14 +63,24 @@ class FakeNodeDriver(csi_grpc.NodeServicer):
 
     async def NodePublishVolume(self, request, context):
         await self._answer("NodePublishVolume", request, context)
-        os.makedirs(request.target_path, exist_ok=True)
+        if request.volume_capability.HasField("block"):
+            open(request.target_path, "a").close()  # where a real driver bind-mounts the device
+        else:
+            os.makedirs(request.target_path, exist_ok=True)
         return csi.NodePublishVolumeResponse()
 
     async def NodeUnpublishVolume(self, request, context):
         await self._answer("NodeUnpublishVolume", request, context)
         if os.path.isdir(request.target_path):
             os.rmdir(request.target_path)
+        elif os.path.isfile(request.target_path):
+            os.unlink(request.target_path)
         return csi.NodeUnpublishVolumeResponse()
+
+
+    async def NodeGetVolumeStats(self, request, context):
+        await self._answer("NodeGetVolumeStats", request, context)
+        return csi.NodeGetVolumeStatsResponse(usage=self.usage)
 
 
 class FakeRegistrar(reg_grpc.RegistrationServicer):

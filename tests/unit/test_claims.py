@@ -86,6 +86,19 @@ async def test_a_claim_the_pod_cannot_use_yet_is_refused_with_the_kubelets_words
     assert str(e.value) == error
 
 
+async def test_a_block_pv_is_a_device_only_from_a_csi_driver():
+    def block_pv(**source: Any) -> dict[str, Any]:
+        return pv(hostPath=None, volumeMode="Block", **source)
+    p = pod({"persistentVolumeClaim": {"claimName": "data-db"}})
+    csi = api((f"{CLAIMS}/data-db", claim()),
+              ("/api/v1/persistentvolumes/pv1", block_pv(csi={"driver": "d.csi", "volumeHandle": "h"})))
+    found = await resolve(p, p.volumes[0], csi.get, mounted=False, as_device=True)
+    assert (found.pv.source_kind, found.pv.volume_mode) == ("csi", "Block")
+    local = api((f"{CLAIMS}/data-db", claim()), ("/api/v1/persistentvolumes/pv1", block_pv(local={"path": "/dev/sdb"})))
+    with pytest.raises(ClaimError, match="pykubelet cannot set up local block volumes"):
+        await resolve(p, p.volumes[0], local.get, mounted=False, as_device=True)
+
+
 async def test_a_claim_being_deleted_but_still_protected_keeps_its_pod():
     protected = claim(metadata={"deletionTimestamp": "2026-01-01T00:00:00Z",
                                 "finalizers": ["kubernetes.io/pvc-protection"]})

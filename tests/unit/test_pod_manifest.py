@@ -241,14 +241,14 @@ def test_fields_not_supported_yet_are_named_for_a_warning():
 
     pod = parse_pod({"metadata": {"name": "web"}, "spec": {
         "volumes": [{"name": "data", "emptyDir": {}}, {"name": "cfg", "configMap": {"name": "c"}},
-                    {"name": "disk", "csi": {"driver": "d"}}],
+                    {"name": "disk", "nfs": {"server": "x", "path": "/"}}],
         "runtimeClassName": "gvisor", "hostNetwork": False,
         "containers": [{"name": "app", "image": "busybox:1.36", "volumeMounts": [{"name": "data", "mountPath": "/d"}],
                         "env": [{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}},
                                 {"name": "B", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
                                 {"name": "C", "valueFrom": {"fileKeyRef": {"path": "x", "key": "k"}}}],
                         "livenessProbe": {"exec": {"command": ["true"]}}}]}}, "web.yaml")
-    assert unsupported_fields(pod) == ["spec.runtimeClassName", "spec.volumes[2].csi",
+    assert unsupported_fields(pod) == ["spec.runtimeClassName", "spec.volumes[2].nfs",
                                        "spec.containers[0].env[2].valueFrom"]
 
 

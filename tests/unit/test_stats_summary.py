@@ -58,3 +58,33 @@ def test_a_pod_the_restarted_agent_has_no_status_for_yet_reports_its_running_con
     assert reported["startTime"] == "1970-01-01T00:02:30Z"  # the ready sandbox's creation
     assert [(c["name"], c["memory"]["workingSetBytes"], c["startTime"]) for c in reported["containers"]] == [
         ("main", 5 * 2**20, "1970-01-01T00:03:20Z")]  # the running one only, started when it was created
+
+
+class FullRuntime(FakeRuntime):
+    async def image_fs_info(self) -> api.ImageFsInfoResponse:
+        return api.ImageFsInfoResponse()
+
+
+def test_csi_volumes_are_reported_as_their_driver_measured_them_never_walked(tmp_path):
+    settings = Settings()
+    settings.root_dir = str(tmp_path)
+    volumes = tmp_path / "pods" / UID / "volumes"
+    (volumes / "kubernetes.io~empty-dir" / "cache").mkdir(parents=True)
+    (volumes / "kubernetes.io~empty-dir" / "cache" / "f").write_bytes(b"x" * 10)
+    (volumes / "kubernetes.io~csi" / "pvc-1" / "mount").mkdir(parents=True)
+    (volumes / "kubernetes.io~csi" / "pvc-1" / "mount" / "big").write_bytes(b"x" * 4096)
+    measured = {"name": "data", "usedBytes": 7, "pvcRef": {"name": "data-p", "namespace": "ns"}}
+    asked: list[list[str]] = []
+
+    async def volume_stats(uids: list[str]) -> dict[str, list[dict]]:
+        asked.append(uids)
+        return {UID: [measured]}
+    host = Host(settings=settings, cri=FullRuntime(), node_ips=[], pods=lambda: [],  # type: ignore[arg-type]
+                volume_stats=volume_stats)
+
+    (reported,) = asyncio.run(SummaryProvider(host).summary())["pods"]
+
+    assert asked == [[UID]]
+    # No entry of the CSI directory itself: its driver's figures stand for it.
+    assert [v["name"] for v in reported["volume"]] == ["cache", "data"]
+    assert reported["volume"][1] == measured

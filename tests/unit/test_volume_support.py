@@ -21,9 +21,9 @@ def pod(volumes: list[dict[str, Any]], mounts: list[str], **container: Any):
 
 
 @pytest.mark.parametrize("volume, error", [
-    ({"csi": {"driver": "hostpath.csi.k8s.io"}},
+    ({"iscsi": {"targetPortal": "10.0.0.1:3260", "iqn": "iqn.2001-04.com.example:disk", "lun": 0}},
      'failed to get Plugin from volumeSpec for volume "data" err=no volume plugin matched: '
-     "pykubelet cannot set up csi volumes"),
+     "pykubelet cannot set up iscsi volumes"),
     ({"nfs": {"server": "10.0.0.1", "path": "/export"}},
      'failed to get Plugin from volumeSpec for volume "data" err=no volume plugin matched: '
      "pykubelet cannot set up nfs volumes"),
@@ -59,7 +59,7 @@ def test_a_volume_no_container_uses_does_not_block_as_with_the_kubelet():
 
 def test_every_kind_of_container_and_block_devices_count_as_using_a_volume():
     raw = {"metadata": {"name": "p", "uid": "u1"}, "spec": {
-        "volumes": [{"name": n, "csi": {"driver": "x"}} for n in ("init", "dev", "debug", "idle")],
+        "volumes": [{"name": n, "nfs": {"server": "x", "path": "/"}} for n in ("init", "dev", "debug", "idle")],
         "initContainers": [{"name": "i", "image": "x", "volumeMounts": [{"name": "init", "mountPath": "/i"}]}],
         "containers": [{"name": "c", "image": "x", "volumeDevices": [{"name": "dev", "devicePath": "/dev/xvda"}]}],
         "ephemeralContainers": [{"name": "e", "image": "x", "volumeMounts": [{"name": "debug", "mountPath": "/d"}]}]}}
@@ -70,11 +70,11 @@ def test_every_kind_of_container_and_block_devices_count_as_using_a_volume():
 
 def test_the_pod_level_message_is_the_kubelets():
     p = pod([{"name": "tmp", "emptyDir": {}}, {"name": "data", "persistentVolumeClaim": {"claimName": "d"}},
-             {"name": "blob", "csi": {"driver": "x"}}], ["tmp", "data", "blob"])
+             {"name": "blob", "nfs": {"server": "x", "path": "/"}}], ["tmp", "data", "blob"])
     not_bound = Unprocessable("data", "persistentVolumeClaim", "error processing PVC shop/d: PVC is not bound")
     found = [not_bound, *unprocessable_volumes(p)]
     assert unable_to_mount_message(found, sorted(used_volume_names(p))) == (
         "Unable to attach or mount volumes: unmounted volumes=[blob data tmp], unattached volumes=[], "
         "failed to process volumes=[blob data]: error processing PVC shop/d: PVC is not bound; "
         'failed to get Plugin from volumeSpec for volume "blob" err=no volume plugin '
-        "matched: pykubelet cannot set up csi volumes")
+        "matched: pykubelet cannot set up nfs volumes")

@@ -73,14 +73,48 @@ class VolumeRequest:
     volume_context: Mapping[str, str] = field(default_factory=dict)
     publish_context: Mapping[str, str] = field(default_factory=dict)
     secrets: Mapping[str, str] = field(default_factory=dict)
+    block: bool = False
+    """A raw block device (volumeMode Block) rather than a filesystem to mount."""
+
+
+@dataclass(frozen=True)
+class VolumeUsage:
+    """NodeGetVolumeStats's answer: a figure the driver does not give is 0, as the kubelet counts it."""
+
+    available_bytes: int = 0
+    capacity_bytes: int = 0
+    used_bytes: int = 0
+    inodes_free: int = 0
+    inodes: int = 0
+    inodes_used: int = 0
+
+
+def volume_usage(answer: csi.NodeGetVolumeStatsResponse) -> VolumeUsage:
+    """The usage figures by unit; CsiStatsError when the driver gave none."""
+    if not answer.usage:
+        raise CsiStatsError("failed to get usage from response. usage is nil")
+    figures: dict[str, int] = {}
+    for usage in answer.usage:
+        if usage.unit == csi.VolumeUsage.BYTES:
+            figures.update(available_bytes=usage.available, capacity_bytes=usage.total, used_bytes=usage.used)
+        elif usage.unit == csi.VolumeUsage.INODES:
+            figures.update(inodes_free=usage.available, inodes=usage.total, inodes_used=usage.used)
+    return VolumeUsage(**figures)
+
+
+class CsiStatsError(Exception):
+    """A NodeGetVolumeStats answer without figures."""
 
 
 def volume_capability(request: VolumeRequest, multi_writer: bool) -> csi.VolumeCapability:
     modes = _MULTI_WRITER_ACCESS_MODES if multi_writer else _ACCESS_MODES
+    access_mode = _Mode(mode=modes.get(request.access_mode, _Mode.UNKNOWN))
+    if request.block:
+        return csi.VolumeCapability(block=csi.VolumeCapability.BlockVolume(), access_mode=access_mode)
     return csi.VolumeCapability(
         mount=csi.VolumeCapability.MountVolume(fs_type=request.fs_type, mount_flags=list(request.mount_flags),
                                                volume_mount_group=request.volume_mount_group),
-        access_mode=_Mode(mode=modes.get(request.access_mode, _Mode.UNKNOWN)))
+        access_mode=access_mode)
 
 
 class CsiNodeClient:
@@ -128,3 +162,9 @@ class CsiNodeClient:
     async def node_unpublish_volume(self, volume_id: str, target_path: str) -> None:
         await self._call(lambda stub: stub.NodeUnpublishVolume, csi.NodeUnpublishVolumeRequest(
             volume_id=volume_id, target_path=target_path))
+
+    async def node_get_volume_stats(self, volume_id: str, volume_path: str) -> VolumeUsage:
+        """The volume's usage (CsiCallError, or CsiStatsError for an answer without figures)."""
+        answer = await self._call(lambda stub: stub.NodeGetVolumeStats, csi.NodeGetVolumeStatsRequest(
+            volume_id=volume_id, volume_path=volume_path))
+        return volume_usage(answer)

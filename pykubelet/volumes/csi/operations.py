@@ -61,7 +61,7 @@ class Published:
     """The driver took the fsGroup (VOLUME_MOUNT_GROUP); otherwise it is the agent's to apply."""
 
 
-def _remove_mount_dir(target: str) -> None:
+def remove_mount_dir(target: str) -> None:
     """The kubelet's removeMountDir: an unmounted target, its vol_data.json and their directory."""
     if is_mount_point(target):
         return  # still mounted: leave everything for a later teardown
@@ -76,13 +76,13 @@ def _remove_mount_dir(target: str) -> None:
             os.unlink(path)  # a block volume's target is a file
 
 
-def _prepare(directory: str, data_dir: str, data: dict[str, str]) -> None:
+def prepare(directory: str, data_dir: str, data: dict[str, str]) -> None:
     """Make directory (0750, parents too) and record data in data_dir/vol_data.json."""
     os.makedirs(directory, mode=DIR_MODE, exist_ok=True)
     vol_data.save(data_dir, data)
 
 
-async def _on_disk(what: str, function: Callable[..., T], *args: Any) -> T:
+async def on_disk(what: str, function: Callable[..., T], *args: Any) -> T:
     """Run a blocking directory or file step in a thread; its failure as a CsiOperationError."""
     try:
         return await asyncio.to_thread(function, *args)
@@ -90,7 +90,7 @@ async def _on_disk(what: str, function: Callable[..., T], *args: Any) -> T:
         raise CsiOperationError(f"{_PREFIX}{what}: {e}") from None
 
 
-def _rpc_error(e: CsiCallError) -> CsiOperationError:
+def rpc_error(e: CsiCallError) -> CsiOperationError:
     return CsiOperationError(str(e), e.final)
 
 
@@ -102,14 +102,16 @@ class CsiNodeOperations:
         self.node_name = node_name
         self.drivers = drivers
 
-    def _client(self, driver: str, who: str) -> CsiNodeClient:
+    def client(self, driver: str, who: str) -> CsiNodeClient:
+        """The driver's node service; CsiOperationError, in the kubelet's words with `who` (its
+        step), when no driver of that name is registered on the node."""
         try:
             return self.drivers.client(driver)
         except DriverNotRegistered as e:
             # Transient: the driver may register later (or again, after its pod restarted).
             raise CsiOperationError(f"{_PREFIX}{who}: {e}") from None
 
-    async def _capabilities(self, client: CsiNodeClient) -> frozenset[int]:
+    async def capabilities(self, client: CsiNodeClient) -> frozenset[int]:
         try:
             return await client.node_get_capabilities()
         except CsiCallError as e:
@@ -117,8 +119,8 @@ class CsiNodeOperations:
 
     async def stages(self, driver: str) -> bool:
         """Whether the driver stages volumes (STAGE_UNSTAGE_VOLUME): only then are stage secrets read."""
-        client = self._client(driver, "attacher.MountDevice failed to create newCsiDriverClient")
-        return Capability.STAGE_UNSTAGE_VOLUME in await self._capabilities(client)
+        client = self.client(driver, "attacher.MountDevice failed to create newCsiDriverClient")
+        return Capability.STAGE_UNSTAGE_VOLUME in await self.capabilities(client)
 
     def staging_path(self, volume: CsiVolume) -> str:
         try:
@@ -136,12 +138,12 @@ class CsiNodeOperations:
     async def stage(self, volume: CsiVolume, secrets: Mapping[str, str], fs_group: int | None = None) -> str:
         """NodeStageVolume at the global mount path; that path, or "" for a driver that does not
         stage (then nothing is written: the kubelet's empty directory would only be left behind)."""
-        client = self._client(volume.driver, "attacher.MountDevice failed to create newCsiDriverClient")
-        capabilities = await self._capabilities(client)
+        client = self.client(volume.driver, "attacher.MountDevice failed to create newCsiDriverClient")
+        capabilities = await self.capabilities(client)
         if Capability.STAGE_UNSTAGE_VOLUME not in capabilities:
             return ""
         staging = self.staging_path(volume)
-        await _on_disk("attacher.MountDevice failed to create dir", _prepare, staging, os.path.dirname(staging),
+        await on_disk("attacher.MountDevice failed to create dir", prepare, staging, os.path.dirname(staging),
                        vol_data.staged_data(volume.driver, volume.volume_handle))
         try:
             await client.node_stage_volume(
@@ -149,37 +151,37 @@ class CsiNodeOperations:
                 multi_writer=Capability.SINGLE_NODE_MULTI_WRITER in capabilities)
         except CsiCallError as e:
             if e.final:
-                await _on_disk("attacher.MountDevice failed to remove mount dir", _remove_mount_dir, staging)
-            raise _rpc_error(e) from None
+                await on_disk("attacher.MountDevice failed to remove mount dir", remove_mount_dir, staging)
+            raise rpc_error(e) from None
         return staging
 
     async def unstage(self, staging_path: str) -> None:
         """NodeUnstageVolume of what vol_data.json beside staging_path names, then the directories.
         Nothing recorded there: nothing was staged."""
-        data = await _on_disk("attacher.UnmountDevice failed to get driver and volume name", vol_data.load,
+        data = await on_disk("attacher.UnmountDevice failed to get driver and volume name", vol_data.load,
                               os.path.dirname(staging_path))
         if data is None:
             return
-        client = self._client(data.get(vol_data.DRIVER_NAME, ""), "attacher.UnmountDevice failed to create newCsiDriverClient")
-        if Capability.STAGE_UNSTAGE_VOLUME in await self._capabilities(client):
+        client = self.client(data.get(vol_data.DRIVER_NAME, ""), "attacher.UnmountDevice failed to create newCsiDriverClient")
+        if Capability.STAGE_UNSTAGE_VOLUME in await self.capabilities(client):
             try:
                 await client.node_unstage_volume(data.get(vol_data.VOLUME_HANDLE, ""), staging_path)
             except CsiCallError as e:
                 raise CsiOperationError(f"{_PREFIX}attacher.UnmountDevice failed: {e}", e.final) from None
-        await _on_disk("failed to clean up global mount", _remove_mount_dir, staging_path)
+        await on_disk("failed to clean up global mount", remove_mount_dir, staging_path)
 
     async def publish(self, pod_uid: str, volume: CsiVolume, read_only: bool, secrets: Mapping[str, str],
                       volume_context: Mapping[str, str], staging_path: str = "",
                       fs_group: int | None = None) -> Published:
         """NodePublishVolume at the pod's target path. volume_context: the volume's attributes with
         the pod information a podInfoOnMount driver gets; staging_path: what stage() returned."""
-        client = self._client(volume.driver, "mounter.SetUpAt failed to get CSI client")
-        capabilities = await self._capabilities(client)
+        client = self.client(volume.driver, "mounter.SetUpAt failed to get CSI client")
+        capabilities = await self.capabilities(client)
         target = self.target_path(pod_uid, volume.spec_name)
         data = vol_data.published_data(volume.spec_name, volume.driver, volume.volume_handle, self.node_name,
                                        volume.lifecycle_mode)
         # Only the target's parent: the target itself is the driver's to make.
-        await _on_disk("mounter.SetUpAt failed to create dir", _prepare, os.path.dirname(target),
+        await on_disk("mounter.SetUpAt failed to create dir", prepare, os.path.dirname(target),
                        os.path.dirname(target), data)
         try:
             await client.node_publish_volume(
@@ -187,22 +189,22 @@ class CsiNodeOperations:
                 read_only, multi_writer=Capability.SINGLE_NODE_MULTI_WRITER in capabilities)
         except CsiCallError as e:
             if e.final:
-                await _on_disk("mounter.SetupAt failed to remove mount dir", _remove_mount_dir, target)
-            raise _rpc_error(e) from None
+                await on_disk("mounter.SetupAt failed to remove mount dir", remove_mount_dir, target)
+            raise rpc_error(e) from None
         return Published(target, fs_group is not None and Capability.VOLUME_MOUNT_GROUP in capabilities)
 
     async def unpublish(self, pod_uid: str, spec_name: str) -> None:
         """NodeUnpublishVolume of the pod's volume that vol_data.json names, then its directories."""
         target = self.target_path(pod_uid, spec_name)
-        data = await _on_disk("Unmounter.TearDownAt failed to read volume data", vol_data.load, os.path.dirname(target))
+        data = await on_disk("Unmounter.TearDownAt failed to read volume data", vol_data.load, os.path.dirname(target))
         if data is None:
             return
-        client = self._client(data.get(vol_data.DRIVER_NAME, ""), "Unmounter.TearDownAt failed to get CSI client")
+        client = self.client(data.get(vol_data.DRIVER_NAME, ""), "Unmounter.TearDownAt failed to get CSI client")
         try:
             await client.node_unpublish_volume(data.get(vol_data.VOLUME_HANDLE, ""), target)
         except CsiCallError as e:
             raise CsiOperationError(f"{_PREFIX}Unmounter.TearDownAt failed: {e}", e.final) from None
-        await _on_disk("Unmounter.TearDownAt failed to clean mount dir", _remove_mount_dir, target)
+        await on_disk("Unmounter.TearDownAt failed to clean mount dir", remove_mount_dir, target)
 
     @staticmethod
     def _request(volume: CsiVolume, secrets: Mapping[str, str], context: Mapping[str, str], fs_group: int | None,

@@ -7,6 +7,11 @@ to the other (or an agent restarted) finds its staged and published volumes agai
   with vol_data.json beside it;
 - publishing (NodePublishVolume's target): <root>/pods/<uid>/volumes/kubernetes.io~csi/<name>/mount,
   with vol_data.json beside it; <name> is the PV's name, or the pod volume's for an inline volume.
+
+A block volume (volumeMode Block, a PV) has its own tree under <root>/plugins/kubernetes.io/csi/volumeDevices:
+staging/<pv> (NodeStageVolume's target), publish/<pv>/<uid> (NodePublishVolume's: a file the
+driver makes the device), <pv>/data/vol_data.json; the pod's <root>/pods/<uid>/volumeDevices/kubernetes.io~csi/<pv>
+is a symbolic link to its publish path, the device its containers get.
 """
 
 from __future__ import annotations
@@ -74,3 +79,29 @@ def attachment_name(volume_handle: str, driver: str, node_name: str) -> str:
 def inline_volume_handle(pod_uid: str, volume_name: str) -> str:
     """The volume_id an inline (ephemeral) CSI volume is published with: unique per pod and volume."""
     return "csi-" + _sha256_hex(f"{pod_uid}{volume_name}")
+
+
+def volume_devices_dir(root_dir: str) -> str:
+    return os.path.join(plugin_dir(root_dir), "volumeDevices")
+
+
+def block_staging_path(root_dir: str, spec_name: str) -> str:
+    """A block volume's NodeStageVolume target: one per PV, shared by the node's pods."""
+    return os.path.join(volume_devices_dir(root_dir), "staging", _plain(spec_name, "volume name"))
+
+
+def block_publish_path(root_dir: str, spec_name: str, pod_uid: str) -> str:
+    """A block volume's NodePublishVolume target for one pod."""
+    return os.path.join(volume_devices_dir(root_dir), "publish", _plain(spec_name, "volume name"),
+                        _plain(pod_uid, "pod UID"))
+
+
+def block_data_dir(root_dir: str, spec_name: str) -> str:
+    """Where a block volume's vol_data.json is kept."""
+    return os.path.join(volume_devices_dir(root_dir), _plain(spec_name, "volume name"), "data")
+
+
+def pod_device_map_path(root_dir: str, pod_uid: str, spec_name: str) -> str:
+    """The pod's symbolic link to the block volume's publish path: what its containers get as a device."""
+    return os.path.join(pod_paths.pod_dir(root_dir, _plain(pod_uid, "pod UID")), "volumeDevices", ESCAPED_PLUGIN_NAME,
+                        _plain(spec_name, "volume name"))

@@ -47,6 +47,13 @@ def published_data(spec_name: str, driver: str, volume_handle: str, node_name: s
             ATTACHMENT_ID: attachment_name(volume_handle, driver, node_name)}
 
 
+def block_data(spec_name: str, driver: str, volume_handle: str, node_name: str) -> dict[str, str]:
+    """What a block volume's data directory's vol_data.json holds (no lifecycle mode: only
+    persistent volumes are block volumes)."""
+    return {SPEC_VOLUME_ID: spec_name, VOLUME_HANDLE: volume_handle, DRIVER_NAME: driver, NODE_NAME: node_name,
+            ATTACHMENT_ID: attachment_name(volume_handle, driver, node_name)}
+
+
 def encode(data: dict[str, str]) -> bytes:
     """The bytes Go's json.Encoder writes for a map[string]string."""
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -149,3 +149,32 @@ async def test_a_csi_pv_of_a_driver_not_registered_keeps_the_pod_waiting_with_th
         'MountVolume.MountDevice failed for volume "pvc-1" : kubernetes.io/csi: attacher.MountDevice failed to '
         "create newCsiDriverClient: driver name hostpath.csi.k8s.io not found in the list of registered CSI drivers")
     assert node.container()["state"]["waiting"]["reason"] == "ContainerCreating" and not node.runtime.sandboxes
+
+
+INLINE_DRIVER = "inline.csi.k8s.io"
+
+
+def inline_pod(csi: dict[str, Any]) -> Any:
+    return pod(containers=app({"name": "scratch", "mountPath": "/scratch"}), volumes=[{"name": "scratch", "csi": csi}])
+
+
+async def test_an_inline_csi_volume_of_a_driver_not_registered_keeps_the_pod_waiting(node, tmp_path):
+    events = record_events(node)
+    with_api(node)
+    node.dispatcher.set_pods([inline_pod({"driver": INLINE_DRIVER})])
+    await until(lambda: len(failed_mounts(events)) >= 2, what="tried twice")
+    assert failed_mounts(events)[0] == (
+        'MountVolume.SetUp failed for volume "scratch" : kubernetes.io/csi: mounter.SetUpAt failed to get CSI '
+        f"client: driver name {INLINE_DRIVER} not found in the list of registered CSI drivers")
+    assert node.container()["state"]["waiting"]["reason"] == "ContainerCreating" and not node.runtime.sandboxes
+
+
+async def test_an_inline_csi_volume_without_a_driver_is_refused_naming_the_field(node, tmp_path):
+    events = record_events(node)
+    with_api(node)
+    node.dispatcher.set_pods([inline_pod({"readOnly": True})])
+    await until(lambda: failed_mounts(events), what="a FailedMount event")
+    assert failed_mounts(events)[0] == (
+        "Unable to attach or mount volumes: unmounted volumes=[scratch], unattached volumes=[], failed to process "
+        "volumes=[scratch]: pod default/web: volume 'scratch': spec.volumes[0].csi.driver: required")
+    assert not node.runtime.sandboxes
