@@ -15,6 +15,12 @@
 #     into /opt/cni/bin (runc is Debian's package, /usr/sbin/runc, on containerd's PATH)
 #   /etc/containerd/cri-base.json: `ctr oci spec` with kind's createContainer hook (the DMI
 #     product files) added and the rlimits removed
+#   one change to kind's containerd config: restrict_oom_score_adj = true (kind sets it only in a
+#     user namespace). Every pod sandbox asks for oom_score_adj -998, and lowering it takes
+#     CAP_SYS_RESOURCE, which this machine's bounding set lacks, so no node container has it:
+#     runc's init then dies before it starts the container ("can't get final child's PID from
+#     pipe"). Restricted, containerd keeps a pod's value no lower than its own (the test bed's
+#     containerd.toml does the same).
 #
 # Run by build-kind.sh as mmdebstrap's customize hook (proc and sys are mounted in ROOTFS then, so
 # systemctl works in the chroot). Also written here: the files mmdebstrap copies from this machine
@@ -60,6 +66,9 @@ install -m 0755 "$tools/crictl" "$root/usr/local/bin/crictl"
 install -d -m 0755 "$root/opt/cni/bin"
 for b in "$tools"/cni/*; do install -m 0755 "$b" "$root/opt/cni/bin/"; done
 chroot "$root" sh -c 'ctr oci spec | jq ".hooks.createContainer[.hooks.createContainer | length] |= . + {\"path\": \"/kind/bin/mount-product-files.sh\"}" | jq "del(.process.rlimits)" >/etc/containerd/cri-base.json'
+sed -i 's/^\(\s*restrict_oom_score_adj = \)false$/\1true/' "$root/etc/containerd/config.toml"
+grep -q '^\s*restrict_oom_score_adj = true$' "$root/etc/containerd/config.toml" ||
+    { echo "kind-base-rootfs.sh: kind's containerd config has no restrict_oom_score_adj = false to turn on" >&2; exit 1; }
 chroot "$root" containerd --version
 chroot "$root" runc --version | head -n 1
 
