@@ -28,7 +28,8 @@
 # (apt, in a container on the host's network), the real kubelet removed, and systemd/install.sh
 # install (`make install`) from a wheelhouse of this tree              -> pykubelet/kind-node:$K8S_VERSION
 # kind's kubelet.service and drop-ins in /etc/systemd/system stay in force over the copies
-# install.sh puts in /usr/local/lib/systemd/system, so both images run /usr/bin/kubelet the same way.
+# install.sh puts in /usr/local/lib/systemd/system, so both images run /usr/bin/kubelet the same way;
+# /etc/default/kubelet adds --network-mode=runtime (the CNI DaemonSet owns the pod network).
 #
 # Each image carries a key of what it is made of; a rerun with nothing changed does nothing.
 # Usage: build-kind-node.sh [real|pykubelet|both]   (default both)
@@ -166,6 +167,11 @@ build_pykubelet() {
     for w in "$wheels"/*.whl; do "$DOCKER" cp "$w" "$BUILD:/tmp/pykubelet/wheels/"; done
     node_exec env PYKUBELET_WHEELS=/tmp/pykubelet/wheels bash /tmp/pykubelet/systemd/install.sh install
     node_exec rm -rf /tmp/pykubelet /root/.cache
+    # kind's default CNI is a DaemonSet (flannel here, kindnetd in kind's own images) whose config
+    # containerd runs: pykubelet leaves the pod network to it (docs/network.md), through kind's own
+    # place for the kubelet's extra flags.
+    node_exec sed -i 's|^KUBELET_EXTRA_ARGS=\(.*\)$|KUBELET_EXTRA_ARGS=\1 --network-mode=runtime|' /etc/default/kubelet
+    node_exec grep -q -- '--network-mode=runtime' /etc/default/kubelet || die "kind's /etc/default/kubelet has no KUBELET_EXTRA_ARGS line"
     commit "$PYKUBELET_IMAGE" "$key"
     say "$PYKUBELET_IMAGE built in $((SECONDS - t0))s"
 }
