@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# kind-smoke.sh IMAGE [NAME]: one kind cluster (a control plane and a worker) on node image IMAGE
-# (kindest/node:v1.36.3 or pykubelet/kind-node:v1.36.3, from build-kind-node.sh), checked the way
-# a user would, each step timed, then deleted:
+# kind-smoke.sh IMAGE [NAME [WORKER_IMAGE]]: one kind cluster (a control plane and a worker) on node
+# image IMAGE (kindest/node:v1.36.3 or pykubelet/kind-node:v1.36.3, from build-kind-node.sh), the
+# worker on WORKER_IMAGE if given (a pykubelet node joining a cluster of the real kubelet's, with
+# kind's own `kubeadm join`), checked the way a user would, each step timed, then deleted:
 #
 #   kind create cluster   with the one patch this cgroup v1 machine needs (failCgroupV1: false)
 #   every node Ready      and kube-system's and the CNI's pods Running and ready
@@ -14,9 +15,10 @@
 # Prints one line per step with its seconds since the start; exits non-zero at the first failure.
 set -euo pipefail
 
-[ $# -ge 1 ] || { echo "usage: $0 IMAGE [NAME]" >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: $0 IMAGE [NAME [WORKER_IMAGE]]" >&2; exit 2; }
 image=$1
 name=${2:-smoke}
+worker_image=${3:-$image}
 CACHE=${PYKUBELET_CACHE:-/var/cache/pykubelet}
 K8S_VERSION=${K8S_VERSION:-v1.36.3}
 KIND=$CACHE/kind/bin/kind
@@ -40,7 +42,7 @@ cleanup() {
 trap cleanup EXIT
 [ -n "$BUSYBOX_TAR" ] || fail "no busybox tar in $CACHE/images (tests/bed/images.py builds it)"
 
-cat >"$work/cluster.yaml" <<'EOF'
+cat >"$work/cluster.yaml" <<EOF
 kind: Cluster
 apiVersion: kind.x-k8s.io/v1alpha4
 kubeadmConfigPatches:
@@ -49,11 +51,13 @@ kubeadmConfigPatches:
   failCgroupV1: false
 nodes:
 - role: control-plane
+  image: $image
 - role: worker
+  image: $worker_image
 EOF
 volumes_before=$(docker volume ls -q | wc -l)
-step "kind create cluster --image $image"
-"$KIND" create cluster --name "$name" --image "$image" --config "$work/cluster.yaml" \
+step "kind create cluster: control plane on $image, worker on $worker_image"
+"$KIND" create cluster --name "$name" --config "$work/cluster.yaml" \
     --kubeconfig "$work/kubeconfig" 2>&1 | while IFS= read -r line; do step "  $line"; done
 [ "${PIPESTATUS[0]}" -eq 0 ] || fail "kind create cluster"
 k wait --for=condition=Ready node --all --timeout=120s >/dev/null || { k get nodes -o wide; fail "nodes not Ready"; }
