@@ -101,6 +101,8 @@ commit() {
     "$DOCKER" commit --change 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' --change 'CMD []' \
         --change "LABEL $KEY_LABEL=$2" "$BUILD" "$1" >/dev/null
     remove_build_container
+    # The image this one replaces, untagged now (only images carrying our label are looked at).
+    "$DOCKER" image prune --force --filter "label=$KEY_LABEL" >/dev/null
     say "$1: $("$DOCKER" image inspect --format '{{.Id}} {{.Size}} bytes' "$1")"
 }
 

@@ -161,6 +161,8 @@ base_image_from() {
         'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' "LABEL $BASE_LABEL=$key" |
         DOCKER_BUILDKIT=0 "$DOCKER" build --quiet --tag "$BASE_IMAGE" - >/dev/null
     "$DOCKER" rmi "$rootfs_image" >/dev/null  # only the name: $BASE_IMAGE keeps the layer
+    # The base this one replaces, untagged now (only images carrying our label are looked at).
+    "$DOCKER" image prune --force --filter "label=$BASE_LABEL" >/dev/null
 }
 
 base_is_current() {
