@@ -190,8 +190,10 @@ real_key=$({ "$DOCKER" image inspect --format '{{.Id}}' "$BASE_IMAGE"; sha256sum
     for ref in $(wanted_images); do ls -l "$(image_tar "$ref")"; done; } | sha256sum | cut -c1-12)
 if [[ $which != pykubelet && $(image_key "$REAL_IMAGE") != "$real_key" ]]; then build_real "$real_key"; fi
 if [[ $which != real ]]; then
+    # The tree as it is (the wheel is built from it), not its last commit.
     py_key=$({ "$DOCKER" image inspect --format '{{.Id}}' "$REAL_IMAGE"; declare -f build_pykubelet
-        git -C "$repo" rev-parse HEAD:pykubelet HEAD:systemd HEAD:pyproject.toml; } | sha256sum | cut -c1-12)
+        cd "$repo" && find pykubelet systemd pyproject.toml -type f ! -name '*.pyc' -print0 | sort -z |
+            xargs -0 sha256sum; } | sha256sum | cut -c1-12)
     if [[ $(image_key "$PYKUBELET_IMAGE") != "$py_key" ]]; then build_pykubelet "$py_key"; fi
 fi
 say "node images: $("$DOCKER" image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep -E "^($REAL_IMAGE|$PYKUBELET_IMAGE) " | tr '\n' ' ')"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make kind` (its first part): what running kind on this machine takes, from Debian's packages
+# `make kind` (its first part; build-kind-node.sh makes the node images from what this builds):
+# what running kind on this machine takes, from Debian's packages
 # and Go modules (no container registry is reachable here), cached under
 # ${PYKUBELET_CACHE:-/var/cache/pykubelet}/kind:
 #
