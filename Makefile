@@ -41,8 +41,9 @@ conformance: setup control-plane e2e ## Kubernetes' own [NodeConformance] e2e sp
 conformance-cluster: setup control-plane e2e addons ## e2e.test's whole [Conformance] suite as certification runs it, on a kubeadm cluster of three pykubelet nodes (flannel, CoreDNS, pykubelet proxy); NODE=kubelet: the real kubelet and kube-proxy (CONFORMANCE_FOCUS, CONFORMANCE_SKIP, CONFORMANCE_PROCS)
 	$(PY) -m tests.conformance.cluster
 
-kind: ## Docker (Debian's docker.io; its daemon started by tests/bed/docker.sh, `bash tests/bed/docker.sh stop` stops it), kind built from its Go module, and kind's base image rebuilt from Debian 12 packages, checked to boot (cached in /var/cache/pykubelet/kind)
+kind: setup control-plane addons ## Docker (Debian's docker.io; its daemon started by tests/bed/docker.sh, `bash tests/bed/docker.sh stop` stops it), kind built from its Go module, kind's base image rebuilt from Debian 12 packages, checked to boot, and the node images kindest/node:v1.36.3 and pykubelet/kind-node:v1.36.3 (tests/bed/build-kind-node.sh; cached in /var/cache/pykubelet/kind)
 	bash tests/bed/build-kind.sh
+	bash tests/bed/build-kind-node.sh
 
 run: setup ## pykubelet standalone on manifests/, in the foreground
 	$(VENV)/bin/pykubelet --pod-manifest-path manifests

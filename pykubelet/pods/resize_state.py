@@ -83,13 +83,17 @@ class ResizeState:
         self.pods: dict[str, Pod] = {}
         """Each syncing pod with its allocated resources: what a resize is admitted next to."""
         self._loaded = False
+        self._load_lock = asyncio.Lock()
         self._write_lock = asyncio.Lock()
 
     async def load(self) -> None:
-        if not self._loaded:
-            self.allocated = await asyncio.to_thread(_read, os.path.join(self.root_dir, ALLOCATED_FILE))
-            self.actuated = await asyncio.to_thread(_read, os.path.join(self.root_dir, ACTUATED_FILE))
-            self._loaded = True
+        # Once: the pods an agent finds at start all allocate at once, and a second read that
+        # finished after the first pod had allocated would drop that pod's allocation.
+        async with self._load_lock:
+            if not self._loaded:
+                self.allocated = await asyncio.to_thread(_read, os.path.join(self.root_dir, ALLOCATED_FILE))
+                self.actuated = await asyncio.to_thread(_read, os.path.join(self.root_dir, ACTUATED_FILE))
+                self._loaded = True
 
     async def _save(self, name: str, table: dict[str, resize.PodAllocation]) -> None:
         path = os.path.join(self.root_dir, name)

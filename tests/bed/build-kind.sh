@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make kind` (its first part): what running kind on this machine takes, from Debian's packages
+# `make kind` (its first part; build-kind-node.sh makes the node images from what this builds):
+# what running kind on this machine takes, from Debian's packages
 # and Go modules (no container registry is reachable here), cached under
 # ${PYKUBELET_CACHE:-/var/cache/pykubelet}/kind:
 #
@@ -7,17 +8,27 @@
 #               (`tests/bed/docker.sh stop` stops it)
 #   kind        the sigs.k8s.io/kind module at $KIND_VERSION, built as kind's Makefile builds it,
 #               into .../kind/bin/kind
+#   node tools  what kind's Dockerfile builds in its later stages, from the module proxy:
+#               crictl (sigs.k8s.io/cri-tools $CRICTL_VERSION) and the CNI plugins kind ships
+#               (host-local, loopback, ptp, portmap; github.com/containernetworking/plugins
+#               $CNI_PLUGINS_VERSION), static, into .../kind/node-bin
 #   base image  kind's base image ($KIND_VERSION's images/base) rebuilt from Debian 12 (bookworm)
 #               packages: mmdebstrap makes the root filesystem with the packages kind's Dockerfile
-#               installs, kind-base-rootfs.sh lays kind's files and systemd setup into it, and
+#               installs (and Debian's runc), kind-base-rootfs.sh lays kind's files and systemd
+#               setup into it, with containerd (`make containerd2`'s build), crictl and the CNI
+#               plugins where kind's image has them, and
 #               `docker import` plus the Dockerfile's metadata (container=docker, SIGRTMIN+3 stops
 #               it, kind's entrypoint then /sbin/init) make it $BASE_IMAGE. kind's own base is Debian
 #               13 now, whose systemd (257) refuses to boot on cgroup v1, which this machine runs;
 #               Debian 12's systemd 252 does (kind's base was bookworm until kind v0.31).
 #
+# Versions that differ from kind's pins: crictl v1.37.0 (kind: v1.36.0, which the module proxy does
+# not serve), containerd v2.4.2 (kind: v2.3.4; the one the test bed builds), runc 1.1.5 (Debian's;
+# kind builds v1.4.3). Left out: containerd-fuse-overlayfs-grpc, which only rootless nodes use.
+#
 # After a (re)build of the base image, and with --check-boot, a node container of it is started
-# as kind starts its nodes and must reach systemd's "running" or "degraded" state (degraded: the
-# base has no containerd yet, whose unit is enabled), then it is removed.
+# as kind starts its nodes and must reach systemd's "running" state with containerd answering
+# crictl, then it is removed.
 #
 # Idempotent: a second run checks the stamps and the image's label and does nothing else.
 set -euo pipefail
@@ -30,6 +41,10 @@ OUT=$CACHE/kind
 BIN=$OUT/bin
 DOCKER=/usr/bin/docker
 BASE_IMAGE=pykubelet/kind-base:$KIND_VERSION-bookworm
+CRICTL_VERSION=${CRICTL_VERSION:-v1.37.0}
+CNI_PLUGINS_VERSION=${CNI_PLUGINS_VERSION:-v1.9.1}
+CNI_PLUGINS=(ipam/host-local main/loopback main/ptp meta/portmap)
+TOOLS=$OUT/node-bin
 BASE_LABEL=io.pykubelet.kind-base.key
 # kind's Dockerfile, line by line: systemd | Kubernetes | networked storage | storage e2e tests |
 # the container runtime | kind itself | semi-core Kubernetes functionality.
@@ -38,7 +53,8 @@ BASE_PACKAGES=(systemd
     libseccomp2 pigz fuse-overlayfs
     nfs-common open-iscsi
     e2fsprogs
-    bash ca-certificates curl jq procps)
+    bash ca-certificates curl jq procps
+    runc)
 # Its `apt-get upgrade`: the point release plus the updates and security suites.
 BASE_MIRRORS=("deb http://deb.debian.org/debian bookworm main"
     "deb http://deb.debian.org/debian bookworm-updates main"
@@ -91,6 +107,27 @@ build_kind() {
     say "built $("$BIN/kind" version) in $((SECONDS - t0))s"
 }
 
+# ------------------------------------------------------------------- node tools
+# Static (CGO off), as kind's Dockerfile builds them, their versions stamped in.
+build_node_tools() {
+    local stamp=$TOOLS/.stamp want t0=$SECONDS plugin packages=()
+    want="sigs.k8s.io/cri-tools@$CRICTL_VERSION github.com/containernetworking/plugins@$CNI_PLUGINS_VERSION ${CNI_PLUGINS[*]}"
+    if [[ -f $stamp && $(<"$stamp") == "$want" ]]; then return 0; fi
+    mkdir -p "$TOOLS/cni"
+    say "building crictl $CRICTL_VERSION and the CNI plugins $CNI_PLUGINS_VERSION (minutes on a cold Go cache)"
+    GOBIN=$TOOLS CGO_ENABLED=0 run_with_progress crictl go install -trimpath \
+        -ldflags "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=${CRICTL_VERSION#v}" \
+        "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
+    for plugin in "${CNI_PLUGINS[@]}"; do
+        packages+=("github.com/containernetworking/plugins/plugins/$plugin@$CNI_PLUGINS_VERSION")
+    done
+    GOBIN=$TOOLS/cni CGO_ENABLED=0 run_with_progress "CNI plugins" go install -trimpath \
+        -ldflags "-s -w -X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$CNI_PLUGINS_VERSION" \
+        "${packages[@]}"
+    echo "$want" >"$stamp"
+    say "built $("$TOOLS/crictl" --version) and ${CNI_PLUGINS[*]##*/} in $((SECONDS - t0))s"
+}
+
 # ------------------------------------------------------------------- base image
 # logged_with_progress LOG CMD...: CMD with its output in LOG, saying every 30 s what it is at
 # (LOG's last line); LOG's end on failure.
@@ -109,7 +146,9 @@ logged_with_progress() {
 
 # The key names everything the image is made of; a change of any rebuilds it.
 base_key() {
-    { sha256sum "$here/kind-base-rootfs.sh"; echo "$KIND_VERSION ${BASE_PACKAGES[*]} ${BASE_MIRRORS[*]}"
+    { sha256sum "$here/kind-base-rootfs.sh" "$CONTAINERD_BIN"/{containerd,ctr,containerd-shim-runc-v2} \
+          "$TOOLS/crictl" "$TOOLS"/cni/*
+      echo "$KIND_VERSION ${BASE_PACKAGES[*]} ${BASE_MIRRORS[*]}"
       declare -f base_image_from; } | sha256sum | cut -c1-12
 }
 
@@ -123,6 +162,8 @@ base_image_from() {
         'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' "LABEL $BASE_LABEL=$key" |
         DOCKER_BUILDKIT=0 "$DOCKER" build --quiet --tag "$BASE_IMAGE" - >/dev/null
     "$DOCKER" rmi "$rootfs_image" >/dev/null  # only the name: $BASE_IMAGE keeps the layer
+    # The base this one replaces, untagged now (only images carrying our label are looked at).
+    "$DOCKER" image prune --force --filter "label=$BASE_LABEL" >/dev/null
 }
 
 base_is_current() {
@@ -141,7 +182,7 @@ build_base() {
         say "making the base root filesystem with mmdebstrap (Debian 12; minutes the first time, log $OUT/base/mmdebstrap.log)"
         logged_with_progress "$OUT/base/mmdebstrap.log" mmdebstrap --variant=minbase \
             --include="$(IFS=,; echo "${BASE_PACKAGES[*]}")" \
-            --customize-hook="bash '$here/kind-base-rootfs.sh' \"\$1\" '$kind_src'" \
+            --customize-hook="bash '$here/kind-base-rootfs.sh' \"\$1\" '$kind_src' '$CONTAINERD_BIN' '$TOOLS'" \
             bookworm "$dir" "${BASE_MIRRORS[@]}" || { rm -rf "$dir"; exit 1; }
         tar --numeric-owner --xattrs --xattrs-include='*' -C "$dir" -cf "$tar.tmp" .
         mv -f "$tar.tmp" "$tar"
@@ -186,10 +227,15 @@ check_boot() {
     state=$(timeout 120 "$DOCKER" exec "$name" systemctl is-system-running --wait 2>&1 || true)
     say "boot check: systemd in a node container is '$state' after $((SECONDS - t0))s"
     "$DOCKER" exec "$name" systemctl list-units --failed --no-legend --plain 2>&1 | sed 's/^/  failed: /'
-    case $state in
-        running | degraded) ;;
-        *) "$DOCKER" logs "$name" 2>&1 | tail -n 40 >&2; exit 1 ;;
-    esac
+    if [ "$state" != running ]; then
+        "$DOCKER" logs "$name" 2>&1 | tail -n 40 >&2; exit 1
+    fi
+    # containerd's CRI, as the kubelet will reach it (crictl reads the base's /etc/crictl.yaml).
+    if ! "$DOCKER" exec "$name" crictl info >/dev/null 2>&1; then
+        "$DOCKER" exec "$name" journalctl -u containerd --no-pager 2>&1 | tail -n 30 >&2
+        say "boot check: containerd's CRI does not answer crictl in the node"; exit 1
+    fi
+    say "boot check: $("$DOCKER" exec "$name" crictl version | tr '\n' ' ')"
     "$DOCKER" rm --force --volumes "$name" >/dev/null
     "$DOCKER" network rm "$name" >/dev/null
     trap - EXIT
@@ -203,6 +249,9 @@ flock 9
 k8s_go_env
 mkdir -p "$GOCACHE"  # run_with_progress counts its files: on a new machine it does not exist yet
 build_kind
+build_node_tools
+bash "$here/build-containerd2.sh"
+CONTAINERD_BIN=$(bash "$here/build-containerd2.sh" --bin-dir)
 if ! base_is_current; then
     build_base
     check_boot=1

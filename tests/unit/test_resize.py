@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 from pykubelet.api.pod import parse_pod
-from pykubelet.pods import resize
+from pykubelet.pods import resize, resize_state
 from pykubelet.pods.admission import Allocatable
 from pykubelet.runtime.state import EXITED, RUNNING, ActualResources, ContainerState, PodRuntimeState, SandboxState
 
@@ -99,3 +102,30 @@ def test_event_message_is_the_kubelets_summary():
 def test_amounts_are_written_as_the_api_writes_them():
     assert [resize.millicores(m) for m in (300, 1000, 1500)] == ["300m", "1", "1500m"]
     assert [resize.binary_bytes(b) for b in (128 * MI, 1000, 1536, 3 << 30)] == ["128Mi", "1000", "1536", "3Gi"]
+
+
+def test_pods_that_allocate_at_once_on_a_fresh_agent_all_keep_their_allocation(tmp_path, monkeypatch):
+    """The pods an agent finds at start allocate concurrently; the checkpoint is read only once, so
+    none of them loses the allocation it just made (a pod worker crashed with a KeyError)."""
+    read, write, reads = resize_state._read, resize_state._write, []
+
+    def slow_read(path: str):
+        reads.append(path)
+        time.sleep(0.2 if len(reads) == 2 else 0.01)  # the second pod's read ends last...
+        return read(path)
+
+    def slow_write(path: str, data: bytes):
+        time.sleep(0.3)  # ...while the first pod's allocation is being written
+        write(path, data)
+
+    monkeypatch.setattr(resize_state, "_read", slow_read)
+    monkeypatch.setattr(resize_state, "_write", slow_write)
+    state = resize_state.ResizeState(str(tmp_path), Allocatable(110, 4000, 8192 * MI))
+    pods = [pod(uid=f"u{i}", name=f"p{i}") for i in range(3)]
+
+    async def allocate_all():
+        return await asyncio.gather(*(state.allocate(p) for p in pods))
+
+    results = asyncio.run(allocate_all())
+    assert [allocated.uid for allocated, _events in results] == ["u0", "u1", "u2"]
+    assert sorted(state.allocated) == ["u0", "u1", "u2"]
