@@ -1,7 +1,7 @@
 """Each command imports what it needs and no more, for its start-up time and its memory: no
 command loads kubernetes_asyncio's typed API and model classes (~0.3 s and ~30 MB; the apiserver
 client sends and receives plain dicts), a standalone agent loads no apiserver client at all nor
-pyroute2's unused families, and `pykubelet proxy` none of the kubelet's modules. Each case runs in
+pyroute2's unused families nor cryptography, and `pykubelet proxy` none of the kubelet's modules. Each case runs in
 a fresh interpreter, as the command does, and starts no daemon."""
 
 from __future__ import annotations
@@ -65,6 +65,8 @@ def test_a_standalone_agent_loads_no_apiserver_client(tmp_path):
     assert [m for m in loaded if m.startswith("kubernetes_asyncio") or m == "pykubelet.kube.client"] == []
     assert "pyroute2.iproute" in loaded
     assert [m for m in loaded if m.startswith(("pyroute2.ndb", "pyroute2.ipdb"))] == []
+    # A restart serves its stored self-signed pair with ssl alone; cryptography makes or reads one.
+    assert [m for m in loaded if m.startswith("cryptography")] == []
 
 
 def test_the_apiserver_client_works_without_the_typed_api(tmp_path):
