@@ -76,8 +76,8 @@ def test_a_standalone_agent_loads_no_apiserver_client(tmp_path):
 
 def test_a_standalone_agents_http_probe_loads_the_client_off_the_event_loop(tmp_path):
     """The agent's command line read as `pykubelet` reads it (which leaves aiohttp's client out),
-    then an httpGet probe against a local server: it answers, and the client was imported in
-    another thread than the event loop's."""
+    then an httpGet probe against a local server: it answers, the client was imported in another
+    thread than the event loop's, and aiohttp's package __init__ never ran."""
     out = _run(f"""
         import asyncio, importlib, json, sys, threading
         from pykubelet import cli
@@ -115,11 +115,14 @@ def test_a_standalone_agents_http_probe_loads_the_client_off_the_event_loop(tmp_
                 return await run_probe(None, probe, (), "", "127.0.0.1")
             finally:
                 await runner.cleanup()
-        print(json.dumps({{"before": before, "probe": asyncio.run(main()), "imported_in": imported_in}}))
+        probe = asyncio.run(main())
+        print(json.dumps({{"before": before, "probe": probe, "imported_in": imported_in,
+                          "package_init_ran": "ClientSession" in vars(sys.modules["aiohttp"])}}))
     """)
     assert out["before"] is False
     assert out["probe"] == [False, "HTTP probe failed with statuscode: 500 broken"]
     assert out["imported_in"] == [["aiohttp.client", False]]  # once, not in the event loop's thread
+    assert out["package_init_ran"] is False  # neither serving nor probing needed the package's __init__
 
 
 def test_the_apiserver_client_works_without_the_typed_api(tmp_path):
