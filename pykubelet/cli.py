@@ -63,6 +63,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pykubelet: invalid configuration: {e}", file=sys.stderr)
         return EXIT_CONFIG
     setup_logging(settings.verbosity)
+    if not settings.cluster.kubeconfig:  # no apiserver to talk to: aiohttp's client only for httpGet probes
+        from pykubelet.util import http_client
+
+        http_client.defer_client()
     return asyncio.run(_run_agent(settings))
 
 

@@ -12,8 +12,8 @@ import json
 from typing import Sequence
 from urllib.parse import urljoin, urlsplit
 
-import aiohttp
 import grpc
+from aiohttp.client_exceptions import ClientError
 
 from pykubelet import KUBE_MINOR_VERSION
 from pykubelet.api.pod import ContainerPort
@@ -21,6 +21,7 @@ from pykubelet.api.probe import ExecAction, GRPCAction, HTTPGetAction, Port, Pro
 from pykubelet.cri import errors
 from pykubelet.runtime.service import Runtime
 from pykubelet.probes.grpc_health.v1 import health_pb2, health_pb2_grpc
+from pykubelet.util import http_client
 
 MAX_BODY = 10 * 1024  # the kubelet reads at most 10 KiB of a probe's answer
 MAX_REDIRECTS = 10  # Go's http.Client default, which the kubelet keeps
@@ -50,7 +51,8 @@ async def http_get(http: HTTPGetAction, ports: Sequence[ContainerPort], pod_ip: 
     host = urlsplit(url).hostname
     headers = {"User-Agent": user_agent, "Accept": "*/*"}
     headers.update({h.name: h.value for h in http.headers})
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
+    client = await http_client.client()
+    async with client.ClientSession(timeout=client.ClientTimeout(total=timeout)) as session:
         for _ in range(MAX_REDIRECTS + 1):
             async with session.get(url, headers=headers, ssl=False, allow_redirects=False) as response:
                 body = (await response.content.read(MAX_BODY)).decode(errors="replace")
@@ -64,7 +66,7 @@ async def http_get(http: HTTPGetAction, ports: Sequence[ContainerPort], pod_ip: 
     raise TooManyRedirects(f"stopped after {MAX_REDIRECTS} redirects")
 
 
-class TooManyRedirects(aiohttp.ClientError):
+class TooManyRedirects(ClientError):
     """A probe's or hook's URL that keeps redirecting on its own host."""
 
 
@@ -123,7 +125,7 @@ async def run_probe(cri: Runtime, probe: Probe, ports: Sequence[ContainerPort], 
             return True, ""
         assert isinstance(action, GRPCAction)
         return await grpc_check(pod_ip, action.port, action.service, timeout)
-    except (aiohttp.ClientError, OSError, asyncio.TimeoutError, ValueError) as e:
+    except (ClientError, OSError, asyncio.TimeoutError, ValueError) as e:
         return False, f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
     except errors.CRIError as e:
         return False, e.details

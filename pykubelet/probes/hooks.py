@@ -12,7 +12,7 @@ import asyncio
 import json
 from typing import Sequence
 
-import aiohttp
+from aiohttp.client_exceptions import ClientError
 
 from pykubelet.api.pod import ContainerPort
 from pykubelet.api.probe import ExecAction, HTTPGetAction, LifecycleHandler, SleepAction
@@ -53,7 +53,7 @@ async def run_hook(cri: Runtime, handler: LifecycleHandler, container_name: str,
         try:
             await http_get(action, ports, pod_ip, timeout, f"kube-lifecycle/{KUBE_VERSION}")
             return ""
-        except (aiohttp.ClientError, OSError, asyncio.TimeoutError, ValueError) as e:
+        except (ClientError, OSError, asyncio.TimeoutError, ValueError) as e:
             error = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
         return (f"HTTP lifecycle hook ({action.path}) for Container {json.dumps(name)} in Pod "
                 f"{json.dumps(pod_desc)} failed - error: {error}")

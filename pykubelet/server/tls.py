@@ -20,16 +20,12 @@ import ssl
 import time
 from typing import TYPE_CHECKING, Callable
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
 from pykubelet.config import ServerSettings, Settings
-from pykubelet.kube.certstore import CertificateError, CertStore
 from pykubelet.util import tls_names
 from pykubelet.util.log import get_logger
 
+# cryptography (~20 ms of a start) is imported where a certificate is made or read, always in a
+# thread: a restart that serves its stored self-signed pair needs only ssl.
 if TYPE_CHECKING:  # the API client costs ~40 MB: a standalone node never loads it
     from pykubelet.kube.client import KubeClient
     from pykubelet.kube.rotation import CertificateRotation
@@ -47,6 +43,11 @@ class TLSError(RuntimeError):
 
 def self_signed(node_name: str, ips: list[str]) -> tuple[bytes, bytes]:
     """(certificate PEM, key PEM) for serving as `node_name`, with the node name and IPs as SANs."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.timezone.utc)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{node_name}@{int(now.timestamp())}")])
@@ -68,8 +69,8 @@ def self_signed(node_name: str, ips: list[str]) -> tuple[bytes, bytes]:
 
 
 def _usable(cert_path: str, key_path: str) -> bool:
-    try:
-        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert_path, key_path)
+    try:  # a bare server context: the system's CA bundle (~25 ms to load) has no part in this check
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert_path, key_path)
         return True
     except (OSError, ssl.SSLError):
         return False
@@ -149,6 +150,8 @@ class RotatingServingContext:
         self._current = await asyncio.to_thread(self._build, cert_path, key_path or cert_path)
 
     def _build(self, cert_path: str, key_path: str) -> tuple[ssl.SSLContext, float]:
+        from cryptography import x509
+
         context = server_context(self.settings, cert_path, key_path, self.client_ca_file)
         try:
             with open(cert_path, "rb") as f:
@@ -172,6 +175,7 @@ async def bootstrapped_serving(settings: Settings, kube: KubeClient,
     and the rotation that requests the first or next one for the node's `addresses` (Node status
     addresses) and switches the listener to it. Before the first one is stored, tlsCertFile and
     tlsPrivateKeyFile are served if both are set, as the kubelet's certificate store falls back to them."""
+    from pykubelet.kube.certstore import CertificateError, CertStore
     from pykubelet.kube.csr import SERVING, serving_template
     from pykubelet.kube.rotation import CertificateRotation
 

@@ -91,6 +91,8 @@ class NodeAgent:
         self.kind, self.workdir, self.standalone = kind, workdir, standalone
         self.node = f"bench-{kind}"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.healthz_port = free_port()  # /healthz on http://127.0.0.1:<port>, for either agent
+        self.started_at = 0.0  # perf_counter() at the exec
 
     def start(self) -> None:
         kubeconfig = self.workdir / "node.kubeconfig"
@@ -109,7 +111,7 @@ class NodeAgent:
                 "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": not self.standalone},
                                    "x509": {"clientCAFile": str(STATE / "pki" / "ca.crt")}},
                 "authorization": {"mode": "AlwaysAllow" if self.standalone else "Webhook"},
-                "port": free_port(), "healthzPort": free_port(),
+                "port": free_port(), "healthzPort": self.healthz_port,
                 "readOnlyPort": 0}))
             # --cert-dir does not follow --root-dir; the device plugin dir is fixed: note whether it was there.
             self.made_device_plugins = not os.path.exists(DEVICE_PLUGINS)
@@ -119,12 +121,13 @@ class NodeAgent:
         else:
             argv = [sys.executable, "-m", "pykubelet.cli",
                     "--pod-manifest-path", str(manifests), "--root-dir", str(root),
-                    "--hostname-override", self.node, "--healthz-port", str(free_port()), "--port", str(free_port()),
+                    "--hostname-override", self.node, "--healthz-port", str(self.healthz_port), "--port", str(free_port()),
                     "--client-ca-file", str(STATE / "pki" / "ca.crt"),  # the apiserver's identity, as the kubelet's
                     "--network-mode", "runtime"]  # the same containerd-run network as the kubelet's
         if not self.standalone:
             argv += ["--kubeconfig", str(kubeconfig)]
-        log = open(self.workdir / f"{self.kind}.log", "wb")
+        log = open(self.workdir / f"{self.kind}.log", "ab")
+        self.started_at = time.perf_counter()
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def check_alive(self) -> None:

@@ -1,7 +1,7 @@
 """Each command imports what it needs and no more, for its start-up time and its memory: no
 command loads kubernetes_asyncio's typed API and model classes (~0.3 s and ~30 MB; the apiserver
 client sends and receives plain dicts), a standalone agent loads no apiserver client at all nor
-pyroute2's unused families, and `pykubelet proxy` none of the kubelet's modules. Each case runs in
+pyroute2's unused families nor cryptography, and `pykubelet proxy` none of the kubelet's modules. Each case runs in
 a fresh interpreter, as the command does, and starts no daemon."""
 
 from __future__ import annotations
@@ -48,15 +48,17 @@ def _run(code: str) -> dict:
 
 
 def test_a_standalone_agent_loads_no_apiserver_client(tmp_path):
-    """The command line as `pykubelet` reads it, the agent made (its run replaced: no runtime here),
-    and what phase start imports to serve the kubelet API."""
+    """The command line as `pykubelet` reads it, the agent made (not run: no runtime here), and what
+    phase start imports to serve the kubelet API."""
     loaded = _run(f"""
         import asyncio, json, sys
-        from pykubelet import agent, cli
+        from pykubelet import cli
 
-        async def no_run(self):
-            pass
-        agent.Agent.run = no_run
+        async def made_not_run(settings):
+            from pykubelet.agent import Agent  # where cli._run_agent imports it: after the settings
+            Agent(settings)
+            return 0
+        cli._run_agent = made_not_run
         assert cli.main(["--root-dir", "{tmp_path}", "--pod-manifest-path", "{tmp_path}/manifests"]) == 0
         import pykubelet.server.kubelet_api, pykubelet.server.host
         print(json.dumps(sorted(sys.modules)))
@@ -65,6 +67,62 @@ def test_a_standalone_agent_loads_no_apiserver_client(tmp_path):
     assert [m for m in loaded if m.startswith("kubernetes_asyncio") or m == "pykubelet.kube.client"] == []
     assert "pyroute2.iproute" in loaded
     assert [m for m in loaded if m.startswith(("pyroute2.ndb", "pyroute2.ipdb"))] == []
+    # A restart serves its stored self-signed pair with ssl alone; cryptography makes or reads one.
+    assert [m for m in loaded if m.startswith("cryptography")] == []
+    # aiohttp serves, but its client (and the CA bundle its connector reads) waits for an httpGet probe.
+    assert "aiohttp.web" in loaded
+    assert [m for m in loaded if m in ("aiohttp.client", "aiohttp.connector")] == []
+
+
+def test_a_standalone_agents_http_probe_loads_the_client_off_the_event_loop(tmp_path):
+    """The agent's command line read as `pykubelet` reads it (which leaves aiohttp's client out),
+    then an httpGet probe against a local server: it answers, the client was imported in another
+    thread than the event loop's, and aiohttp's package __init__ never ran."""
+    out = _run(f"""
+        import asyncio, importlib, json, sys, threading
+        from pykubelet import cli
+
+        async def made_not_run(settings):
+            from pykubelet.agent import Agent  # where cli._run_agent imports it: after the settings
+            Agent(settings)
+            return 0
+        cli._run_agent = made_not_run
+        assert cli.main(["--root-dir", "{tmp_path}", "--pod-manifest-path", "{tmp_path}/manifests"]) == 0
+        from aiohttp import web
+        from pykubelet.api.probe import HTTPGetAction, Probe
+        from pykubelet.probes.check import run_probe
+        before = "aiohttp.client" in sys.modules
+        imported_in = []
+        real_import = importlib.import_module
+
+        def watched_import(name, *args):
+            imported_in.append((name, threading.current_thread() is threading.main_thread()))
+            return real_import(name, *args)
+        importlib.import_module = watched_import
+
+        async def main():
+            async def healthz(request):
+                return web.Response(status=500, text="broken")
+            app = web.Application()
+            app.router.add_get("/healthz", healthz)
+            runner = web.AppRunner(app)
+            await runner.setup()
+            site = web.TCPSite(runner, "127.0.0.1", 0)
+            await site.start()
+            port = site._server.sockets[0].getsockname()[1]
+            try:
+                probe = Probe(HTTPGetAction(port=port, path="/healthz"), timeout_seconds=2)
+                return await run_probe(None, probe, (), "", "127.0.0.1")
+            finally:
+                await runner.cleanup()
+        probe = asyncio.run(main())
+        print(json.dumps({{"before": before, "probe": probe, "imported_in": imported_in,
+                          "package_init_ran": "ClientSession" in vars(sys.modules["aiohttp"])}}))
+    """)
+    assert out["before"] is False
+    assert out["probe"] == [False, "HTTP probe failed with statuscode: 500 broken"]
+    assert out["imported_in"] == [["aiohttp.client", False]]  # once, not in the event loop's thread
+    assert out["package_init_ran"] is False  # neither serving nor probing needed the package's __init__
 
 
 def test_the_apiserver_client_works_without_the_typed_api(tmp_path):
@@ -137,9 +195,14 @@ def test_the_proxy_loads_none_of_the_kubelets_modules(tmp_path):
 
 def test_the_libraries_still_give_everything_when_asked():
     """Deferred, not removed: code that asks kubernetes_asyncio for a model or an API class gets it,
-    ApiClient still deserializes into a model, and pyroute2 still has all of its names."""
+    ApiClient still deserializes into a model, pyroute2 still has all of its names, and aiohttp
+    (its client deferred, as for a standalone agent) all of its own, its version the installed one."""
     out = _run("""
         import asyncio, json
+        from importlib import metadata
+        from pykubelet.util import http_client
+        http_client.defer_client()
+        from aiohttp import web
         from pykubelet.kube.rest_layer import ApiClient
         import pykubelet.util.netlink
         from kubernetes_asyncio.client import CoreV1Api, V1Pod
@@ -152,8 +215,11 @@ def test_the_libraries_still_give_everything_when_asked():
                 return api._ApiClient__deserialize({"metadata": {"name": "web"}}, "V1Pod").metadata.name
             finally:
                 await api.close()
+        import aiohttp
         print(json.dumps({"api": CoreV1Api.__name__, "model": V1Pod.__name__,
                           "watch": kubernetes_asyncio.watch.Watch.__name__, "pod": asyncio.run(deserialize()),
-                          "ndb": pyroute2.NDB.__name__}))
+                          "ndb": pyroute2.NDB.__name__, "session": aiohttp.ClientSession.__name__,
+                          "aiohttp": aiohttp.__version__ == metadata.version("aiohttp")}))
     """)
-    assert out == {"api": "CoreV1Api", "model": "V1Pod", "watch": "Watch", "pod": "web", "ndb": "NDB"}
+    assert out == {"api": "CoreV1Api", "model": "V1Pod", "watch": "Watch", "pod": "web", "ndb": "NDB",
+                   "session": "ClientSession", "aiohttp": True}
