@@ -212,8 +212,9 @@ async def _build(s: Settings, cri: CRIClient, cluster: Cluster | None, syncloop_
         facts, allocatable, s.pods.sync_frequency, SysctlAllowlist.build(s.pods.allowed_unsafe_sysctls),
         cni_chain=lambda: runtime_cni_chain(s.network.cni_conf_dir),
         credential_plugins=await credential_plugins(s),
-        pressure=(lambda: eviction.conditions) if eviction is not None else tuple), kube=kube, mirrors=mirrors,
-        api_clients=api_clients)
+        pressure=(lambda: eviction.conditions) if eviction is not None else tuple,
+        shutting_down=(lambda: shutdown.shutting_down) if shutdown is not None else (lambda: False)),
+        kube=kube, mirrors=mirrors, api_clients=api_clients)
     # The pod sources, last: they hand their pods to the dispatcher.
     dispatcher = pods.dispatcher
     static_source = api_source = None

@@ -139,6 +139,6 @@ class SystemLogind:
                 if rule.matches(message) and message.body and isinstance(message.body[0], bool):
                     yield message.body[0]
         except (OSError, EOFError) as e:
-            raise LogindError(f"lost the system bus watching for shutdown: {e or 'closed'}") from None
+            raise LogindError(f"lost the system bus watching for shutdown: {str(e) or 'closed'}") from None
         finally:
             await conn.close()

@@ -16,8 +16,6 @@ from pykubelet.runtime.resources import SYSTEM_CRITICAL_PRIORITY, priority
 DEFAULT_PRIORITY = 0  # a pod's priority when no default PriorityClass exists
 SHUTDOWN_REASON = "Terminated"
 SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown."
-NOT_ADMITTED_REASON = "NodeShutdown"
-NOT_ADMITTED_MESSAGE = "Pod was rejected as the node is shutting down."
 SHUTTING_DOWN = "node is shutting down"
 
 
