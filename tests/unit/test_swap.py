@@ -129,3 +129,32 @@ def test_shutdown_settings_that_contradict_each_other_stop_the_start(tmp_path, f
     path = write_config(tmp_path, "\n".join(flags) + "\n")
     with pytest.raises(ConfigError, match=problem):
         settings_from_args(build_parser().parse_args([f"--config={path}", "--hostname-override=n1"]))
+
+
+def test_configz_shows_the_swap_and_shutdown_settings_as_the_config_file_spells_them():
+    import json
+
+    from pykubelet.server.configz import kubelet_config
+
+    s = Settings()
+    s.swap.fail_swap_on, s.swap.swap_behavior = False, "LimitedSwap"
+    s.shutdown.by_pod_priority = [PriorityGracePeriod(0, 20), PriorityGracePeriod(2_000_000_000, 5)]
+    served = json.loads(json.dumps(kubelet_config(s)))["kubeletconfig"]
+    assert (served["failSwapOn"], served["memorySwap"]) == (False, {"swapBehavior": "LimitedSwap"})
+    assert served["shutdownGracePeriodByPodPriority"] == [
+        {"priority": 0, "shutdownGracePeriodSeconds": 20},
+        {"priority": 2_000_000_000, "shutdownGracePeriodSeconds": 5}]
+    assert served["shutdownGracePeriod"] == "0s"
+
+
+async def test_an_agent_on_a_node_with_swap_and_fail_swap_on_does_not_start(tmp_path, monkeypatch):
+    from pykubelet.assembly.node_lifecycle_part import node_swap
+    from pykubelet.util.tasks import LoopDied
+
+    (tmp_path / "swaps").write_text(ONE_SWAP_FILE)
+    monkeypatch.setattr(swap, "PROC_SWAPS", str(tmp_path / "swaps"))
+    with pytest.raises(LoopDied, match="^failed to run Kubelet: running with swap on is not supported"):
+        await node_swap(Settings(), 4 * GI, str(tmp_path))
+    s = Settings()
+    s.swap.fail_swap_on = False
+    assert (await node_swap(s, 4 * GI, str(tmp_path))).limited is False  # runs on, with NoSwap
