@@ -4,7 +4,8 @@ and a system-node-critical one) with shutdownGracePeriod 20s, shutdownGracePerio
 `systemctl poweroff` in the VM; logind waits on the agent's delay lock while it stops the regular
 pod, then the critical one, each within its 10 s, and then lets the machine go. The VM is booted
 again from the same disk and the previous boot's journal (persistent) and the pods' log files
-tell what happened.
+tell what happened. Then swap on that machine: failSwapOn (the default) stops the agent with
+the kubelet's error; with failSwapOn: false the containers get memory.swap.max 0 (NoSwap).
 
 The agent runs standalone (no kubeadm init: it would cost minutes under emulation and add
 nothing here), so the story is read from the journal, not from the apiserver.
@@ -141,3 +142,34 @@ async def test_poweroff_waits_for_regular_then_critical_pods_each_within_its_bud
                     "*.log").stdout
     assert logs.count("got TERM") == 2, logs
     assert critical_done - critical_kill >= 1.5 and regular_done - regular_kill >= 1.5
+
+
+def container_ids(machine: Machine) -> list[str]:
+    """The app containers containerd runs for the pods (not their sandboxes)."""
+    out = machine.ssh("ctr -n k8s.io tasks ls", timeout=60).stdout.splitlines()[1:]
+    running = {line.split()[0] for line in out if "RUNNING" in line}
+    kinds = machine.ssh("ctr -n k8s.io containers ls -q 'labels.\"io.cri-containerd.kind\"==container'",
+                        timeout=60).stdout.split()
+    return sorted(running & set(kinds))
+
+
+async def test_with_swap_on_fail_swap_on_stops_the_start_and_without_it_containers_get_no_swap(node: Machine):
+    """After the shutdown test: the same VM, booted again, its kubelet disabled."""
+    node.ssh("fallocate -l 128M /swapfile && chmod 600 /swapfile && mkswap -q /swapfile && swapon /swapfile && "
+             "test $(wc -l < /proc/swaps) -gt 1")
+    started = node.ssh("systemctl start kubelet", timeout=400, check=False)
+    assert started.returncode != 0  # failSwapOn defaults to true: the agent exits before READY=1
+    logs = node.ssh("systemctl stop kubelet; journalctl -b -u kubelet --no-pager -o cat", timeout=200).stdout
+    assert ("failed to run Kubelet: running with swap on is not supported, please disable swap or set "
+            "--fail-swap-on flag to false") in logs, logs[-3000:]
+
+    write(node, "/var/lib/kubelet/config.yaml", CONFIG + "failSwapOn: false\n")
+    node.ssh("systemctl start kubelet", timeout=400)
+    await wait_for(lambda: len(container_ids(node)) >= 2, 300, "both pods' containers running again", interval=5,
+                   describe=lambda: journal(node))
+    # the kernel limits swap per cgroup (the agent's own has memory.swap.max): NoSwap, the default,
+    # gives every container memory.swap.max 0
+    assert node.ssh("cat /sys/fs/cgroup/system.slice/kubelet.service/memory.swap.max").stdout.strip() == "max"
+    limits = [node.ssh(f"cat /sys/fs/cgroup/kubepods.slice/*/*/cri-containerd-{cid}.scope/memory.swap.max").stdout
+              .strip() for cid in container_ids(node)]
+    assert limits == ["0"] * len(limits) and len(limits) >= 2, limits
