@@ -19,6 +19,7 @@ from pykubelet import KUBELET_VERSION
 from pykubelet.api.pod import Pod
 from pykubelet.api.sysctls import SysctlAllowlist
 from pykubelet.assembly.eviction_part import build_eviction
+from pykubelet.assembly.node_lifecycle_part import build_shutdown, node_swap
 from pykubelet.assembly.pod_path import PodPath, PodPathSettings, WakePath, build_pod_path, build_wake_path
 from pykubelet.config import Settings
 from pykubelet.cri import errors
@@ -26,6 +27,7 @@ from pykubelet.cri.client import CRIClient
 from pykubelet.network.manager import NetworkManager
 from pykubelet.node.eviction import EvictionManager
 from pykubelet.node.hostinfo import HostInfo, read_host_info
+from pykubelet.node.shutdown import NodeShutdownManager
 from pykubelet.node.status import allocatable_memory_bytes
 from pykubelet.pleg.relist import HEALTHY_WITHIN_SECONDS
 from pykubelet.pods.admission import Allocatable
@@ -86,6 +88,7 @@ class Parts:
     api_source: ApiserverPodSource | None = None
     image_gc: ImageGC | None = None  # None when the settings leave nothing for it to do
     eviction: EvictionManager | None = None  # None without eviction thresholds
+    shutdown: NodeShutdownManager | None = None  # None without shutdownGracePeriod
 
     @property
     def kube(self) -> KubeClient | None:
@@ -119,6 +122,8 @@ class Parts:
             tasks.loop("image-gc", self.image_gc.run())
         if self.eviction is not None:
             tasks.loop("eviction-manager", self.eviction.run())
+        if self.shutdown is not None:
+            tasks.once("node-shutdown-manager", self.shutdown.run())
         log_rotation = ContainerLogManager(self.cri, s.container_logs, s.pods.pod_logs_dir)
         if log_rotation.enabled:
             tasks.loop("container-log-rotation", log_rotation.run())
@@ -175,7 +180,8 @@ async def _build(s: Settings, cri: CRIClient, cluster: Cluster | None, syncloop_
         allocatable={"cpu": float(host_info.cpus), "memory": float(allocatable.memory_bytes)},
         dns=ClusterDNS(tuple(s.cluster.cluster_dns), s.cluster.cluster_domain, s.cluster.resolv_conf),
         root_dir=s.root_dir, seccomp_root=os.path.join(s.root_dir, "seccomp"), pod_logs_dir=s.pods.pod_logs_dir,
-        cgroup_driver=s.runtime.cgroup_driver, kubepods=kubepods_under(s.pods.cgroup_root))
+        cgroup_driver=s.runtime.cgroup_driver, kubepods=kubepods_under(s.pods.cgroup_root),
+        swap=await node_swap(s, host_info.memory_bytes))
     wake = build_wake_path(cri, facts, kube)  # first: everything below wakes pods
     network = NetworkManager(s.network, cri, s.root_dir, s.node_name, kube, recorder=wake.recorder)
     health = {"pleg": wake.pleg.healthy, "syncloop": syncloop_alive}
@@ -184,11 +190,13 @@ async def _build(s: Settings, cri: CRIClient, cluster: Cluster | None, syncloop_
     # Made before the pod path, whose admission asks for its conditions; it evicts through the pod path.
     eviction = build_eviction(s, cri, node_ip, wake.recorder, image_gc, lambda: pods.dispatcher,
                               lambda: pods.statuses, lambda: node.nudge() if node is not None else None)
+    shutdown = build_shutdown(s, wake.recorder, lambda: pods.dispatcher,
+                              lambda: node.nudge() if node is not None else None)
     if kube is not None and s.cluster.register_node:
         from pykubelet.pods.mirror import MirrorPods
 
         assert cluster is not None
-        node = registered = node_manager(s, cri, cluster, wake, network, host_info, node_ip, eviction)
+        node = registered = node_manager(s, cri, cluster, wake, network, host_info, node_ip, eviction, shutdown)
         # Mirror pods are owned by the Node: its UID is known once it registered.
         mirrors = MirrorPods(kube, s.node_name, lambda: registered.node_uid, wake.wakeups.wake)
     if kube is not None:
@@ -204,8 +212,9 @@ async def _build(s: Settings, cri: CRIClient, cluster: Cluster | None, syncloop_
         facts, allocatable, s.pods.sync_frequency, SysctlAllowlist.build(s.pods.allowed_unsafe_sysctls),
         cni_chain=lambda: runtime_cni_chain(s.network.cni_conf_dir),
         credential_plugins=await credential_plugins(s),
-        pressure=(lambda: eviction.conditions) if eviction is not None else tuple), kube=kube, mirrors=mirrors,
-        api_clients=api_clients)
+        pressure=(lambda: eviction.conditions) if eviction is not None else tuple,
+        shutting_down=(lambda: shutdown.shutting_down) if shutdown is not None else (lambda: False)),
+        kube=kube, mirrors=mirrors, api_clients=api_clients)
     # The pod sources, last: they hand their pods to the dispatcher.
     dispatcher = pods.dispatcher
     static_source = api_source = None
@@ -222,7 +231,7 @@ async def _build(s: Settings, cri: CRIClient, cluster: Cluster | None, syncloop_
 
         api_source = ApiserverPodSource(kube, s.node_name, on_api_pods)
     return Parts(cri, node_ip, pods, network, health, static_source, cluster, node, mirrors, api_clients,
-                 api_source, image_gc, eviction)
+                 api_source, image_gc, eviction, shutdown)
 
 
 async def connect_to_cluster(s: Settings) -> Cluster:
@@ -296,13 +305,15 @@ async def check_cgroup_driver(s: Settings, cri: CRIClient) -> None:
 
 
 def node_manager(s: Settings, cri: CRIClient, cluster: Cluster, wake: WakePath, network: NetworkManager,
-                 host_info: HostInfo, node_ip: str, eviction: EvictionManager | None) -> NodeManager:
+                 host_info: HostInfo, node_ip: str, eviction: EvictionManager | None,
+                 shutdown: NodeShutdownManager | None = None) -> NodeManager:
     from pykubelet.node.manager import NodeManager
 
     pleg = wake.pleg
 
     def agent_errors() -> list[str]:
         errs = [f"network plugin is not ready: {network.problem}"] if network.problem else []
+        errs += shutdown.errors() if shutdown is not None else []  # the kubelet lists it last
         if pleg.healthy():
             return errs
         seen = time.time() - pleg.last_relist if pleg.last_relist else HEALTHY_WITHIN_SECONDS

@@ -60,6 +60,7 @@ class PodPathSettings:
     cni_chain: Callable[[], str] | None = None  # the plugins a sandbox gets, for the pods' history
     credential_plugins: PluginCredentials | None = None  # --image-credential-provider-config's plugins
     pressure: Callable[[], Sequence[str]] = tuple  # the node's pressure conditions, for admission
+    shutting_down: Callable[[], bool] = lambda: False  # a graceful node shutdown is under way, for admission
 
 
 @dataclass(frozen=True)
@@ -108,5 +109,6 @@ def build_pod_path(wake: WakePath, runtime: Runtime, settings: PodPathSettings, 
     deps = WorkerDeps(cache=wake.cache, syncer=syncer, statuses=statuses, recorder=wake.recorder, probes=probes,
                       wakeups=wake.wakeups, host_ip=settings.node.host_ip, resync_seconds=settings.resync_seconds,
                       mirrors=mirrors, clock=clock)
-    dispatcher = PodDispatcher(deps, settings.node.node_name, settings.allocatable, settings.sysctls, settings.pressure)
+    dispatcher = PodDispatcher(deps, settings.node.node_name, settings.allocatable, settings.sysctls, settings.pressure,
+                               settings.shutting_down)
     return PodPath(wake, statuses, probes, history, deps, dispatcher)

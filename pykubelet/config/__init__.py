@@ -18,6 +18,7 @@ from typing import Any
 
 from pykubelet import KUBELET_VERSION
 from pykubelet.config import values
+from pykubelet.config.node_lifecycle import check_shutdown
 from pykubelet.config.options import OPTIONS, OPTIONS_BY_FIELD, UNIMPLEMENTED_FIELDS, UNIMPLEMENTED_FLAGS, Option
 from pykubelet.config.settings import (NETWORK_MODES, STANDALONE_POD_CIDR, AuthnSettings, AuthzSettings,
                                        ClusterSettings, ImageGCSettings, NetworkSettings, PodSettings,
@@ -237,6 +238,8 @@ def _finish(settings: Settings) -> Settings:
     _check_cgroup_root(settings)
     _check_image_gc(settings)
     _check_eviction(settings)
+    if problem := check_shutdown(settings.shutdown):
+        raise ConfigError(problem)
     return settings
 
 

@@ -10,6 +10,7 @@ something pykubelet does not do.
 
 from __future__ import annotations
 
+from pykubelet.config import node_lifecycle as life
 from pykubelet.config import shapes
 from pykubelet.config import values as v
 from pykubelet.config.ignored import IGNORED
@@ -159,6 +160,13 @@ OPTIONS: tuple[Option, ...] = (
            "the cluster's DNS domain (default cluster.local)"),
     Option("cluster.resolv_conf", v.text, "resolvConf", "resolv-conf",
            "the host resolver file dnsPolicy Default pods get (default /etc/resolv.conf)"),
+    # --- the node's own life (config/node_lifecycle.py)
+    Option("shutdown.grace_period", v.non_negative_duration, "shutdownGracePeriod"),
+    Option("shutdown.grace_period_critical_pods", v.non_negative_duration, "shutdownGracePeriodCriticalPods"),
+    Option("shutdown.by_pod_priority", life.grace_periods_by_priority, "shutdownGracePeriodByPodPriority"),
+    Option("swap.fail_swap_on", v.boolean, "failSwapOn", "fail-swap-on",
+           "refuse to start while the node has swap on (true/false, default true)"),
+    Option("swap.swap_behavior", life.swap_behavior, "memorySwap.swapBehavior"),
     # --- the pod network
     Option("network.pod_cidr", v.cidr, "podCIDR", "pod-cidr", "standalone only: the pod IP range (default 10.88.0.0/16)",
            zero_is_default=Z),

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from pykubelet.api.eviction import DEFAULT_EVICTION_HARD, Amount, Threshold, eviction_thresholds, parse_thresholds
 from pykubelet.api.quantity import integer_quantity
+from pykubelet.config.node_lifecycle import ShutdownSettings, SwapSettings
 
 NETWORK_MODES = ("agent", "runtime")
 STANDALONE_POD_CIDR = "10.88.0.0/16"  # containerd's own default pod range
@@ -259,6 +260,8 @@ class Settings:
     network: NetworkSettings = field(default_factory=NetworkSettings)
     image_gc: ImageGCSettings = field(default_factory=ImageGCSettings)
     container_logs: ContainerLogSettings = field(default_factory=ContainerLogSettings)
+    shutdown: ShutdownSettings = field(default_factory=ShutdownSettings)
+    swap: SwapSettings = field(default_factory=SwapSettings)
 
     def eviction_thresholds(self) -> list[Threshold]:
         """Every eviction threshold, hard and soft, with grace periods and minimum reclaims;

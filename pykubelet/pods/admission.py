@@ -5,7 +5,8 @@ pod is refused unless it tolerates the memory-pressure taint; under any other pr
 pod is; critical pods never are: reason Evicted, "The node had condition: [...]. "), then
 sysctls (SysctlForbidden), then the pod's OS (its kubernetes.io/os label, then spec.os.name: this node runs linux), then resources (pods, cpu, memory: OutOfpods, OutOfcpu,
 OutOfmemory with "Node didn't have enough resource: ..."), then the node name, then host
-ports (reason NodePorts). A rejected pod is Failed with "Pod was rejected: <message>".
+ports (reason NodePorts), and last a node shutting down turns every pod away (NodeShutdown).
+A rejected pod is Failed with "Pod was rejected: <message>".
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ NODE_OS = "linux"
 OS_LABEL = "kubernetes.io/os"
 MEMORY_PRESSURE = "MemoryPressure"
 MEMORY_PRESSURE_TAINT = "node.kubernetes.io/memory-pressure"
+NODE_SHUTDOWN = ("NodeShutdown", "Pod was rejected as the node is shutting down.")
 
 
 @dataclass(frozen=True)
@@ -89,11 +91,13 @@ def resources_fit(pod: Pod, others: list[Pod], allocatable: Allocatable) -> Reje
 
 
 def admit(pod: Pod, running: Iterable[Pod], node_name: str, allocatable: Allocatable,
-          sysctls: SysctlAllowlist | None = None, pressure: Sequence[str] = ()) -> Rejection | None:
+          sysctls: SysctlAllowlist | None = None, pressure: Sequence[str] = (),
+          shutting_down: bool = False) -> Rejection | None:
     """None if the pod fits; else the first reason the kubelet would give.
 
     `sysctls`: what pods may set (default: the safe sysctls of this kernel); `pressure`: the
-    node's pressure conditions now (MemoryPressure, DiskPressure, PIDPressure).
+    node's pressure conditions now (MemoryPressure, DiskPressure, PIDPressure); `shutting_down`:
+    a graceful node shutdown is under way (node/shutdown.py).
     """
     if rejection := pressure_rejection(pod, pressure):
         return rejection
@@ -118,4 +122,6 @@ def admit(pod: Pod, running: Iterable[Pod], node_name: str, allocatable: Allocat
     if _ports_conflict(_host_ports(pod), used_ports):
         return Rejection("NodePorts",
                          "Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports")
+    if shutting_down:
+        return Rejection(*NODE_SHUTDOWN)
     return None

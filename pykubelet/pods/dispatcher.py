@@ -26,9 +26,11 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 
 class PodDispatcher:
     def __init__(self, deps: WorkerDeps, node_name: str, allocatable: Allocatable,
-                 sysctls: SysctlAllowlist | None = None, pressure: Callable[[], Sequence[str]] = tuple):
+                 sysctls: SysctlAllowlist | None = None, pressure: Callable[[], Sequence[str]] = tuple,
+                 shutting_down: Callable[[], bool] = lambda: False):
         self.deps = deps
         self.pressure = pressure  # the node's pressure conditions now (the eviction manager's), for admission
+        self.shutting_down = shutting_down  # a graceful node shutdown is under way: admit nothing
         self.statuses = deps.statuses
         self.node_name = node_name
         self.allocatable = allocatable
@@ -119,7 +121,8 @@ class PodDispatcher:
         # The others count with their allocated resources (a resize still pending does not count).
         allocated = self.deps.syncer.parts.resize_state.pods
         running = [allocated.get(r.uid, r.pod) for r in self.records if r.pod is not None and r.phase is Phase.SYNCING]
-        rejection = admit(pod, running, self.node_name, self.allocatable, self.sysctls, self.pressure())
+        rejection = admit(pod, running, self.node_name, self.allocatable, self.sysctls, self.pressure(),
+                          self.shutting_down())
         if rejection is None:
             ignored = unsupported_fields(pod)
             if ignored:
@@ -146,7 +149,7 @@ class PodDispatcher:
         record = self.records.get(uid)
         if record is None or record.pod is None or record.phase is not Phase.SYNCING or record.evicted is not None:
             return False
-        record.evicted, record.evict_grace = (reason, message), grace
+        record.evicted, record.evict_grace, record.disrupted = (reason, message), grace, True
         self.deps.wakeups.wake(uid)
         return True
 

@@ -26,6 +26,7 @@ from pykubelet.runtime.state import ContainerState as Instance
 
 CONTAINER_CREATING = "ContainerCreating"
 POD_INITIALIZING = "PodInitializing"
+DISRUPTION_TARGET = "DisruptionTarget"
 
 Readiness = Callable[[Pod, PodStatus], None]
 """Sets `started` and `ready` of every container status of the PodStatus it is handed, in place."""
@@ -148,12 +149,14 @@ def _report_resources(pod: Pod, state: PodRuntimeState, status: PodStatus) -> No
 def pod_status(pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, str]],
                host_ip: str, start_time: float, readiness: Readiness = without_probe_results,
                now: float | None = None, terminal: bool = False,
-               evicted: tuple[str, str] | None = None) -> PodStatus:
+               evicted: tuple[str, str] | None = None, disrupted: bool = False) -> PodStatus:
     """The status as of `now`: conditions are stamped with it (the status manager keeps the
     earlier time of a condition that did not change). `now` None: the pod was running before
     this agent looked, so True conditions get the runtime's times (sandbox created, containers
     started) instead. `terminal`: the pod's containers were stopped for good (pod_phase).
-    `evicted`: (reason, message) of a pod this node failed for good (its active deadline)."""
+    `evicted`: (reason, message) of a pod this node failed for good (its active deadline).
+    `disrupted`: the node failed it (an eviction, a node shutdown): condition DisruptionTarget
+    (reason TerminationByKubelet, the eviction's message) replaces any other of that type."""
     def statuses(containers: Iterable[Container]) -> list[ContainerStatus]:
         return [container_status(pod, c.name, c.image, state, waiting.get(c.name)) for c in containers]
 
@@ -180,4 +183,7 @@ def pod_status(pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, s
     if evicted is not None:
         status.reason, status.message = evicted
     status.conditions = _conditions(pod, state, status, start_time, now)
+    if evicted is not None and disrupted:
+        status.conditions = [c for c in status.conditions if c.type != DISRUPTION_TARGET] + [PodCondition(
+            DISRUPTION_TARGET, True, rfc3339(now or start_time) or "", "TerminationByKubelet", evicted[1])]
     return status

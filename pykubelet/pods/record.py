@@ -86,6 +86,9 @@ class PodRecord:
         self.evicted: tuple[str, str] | None = None
         """(reason, message): Failed for good, its containers killed (its active deadline ran out, or
         the eviction manager evicted it)."""
+        self.disrupted = False
+        """Set with `evicted` when the node itself disrupted the pod (the eviction manager, a node
+        shutdown), not the pod's own deadline: its status says so (DisruptionTarget)."""
         self.evict_grace: int | None = None
         """Set with `evicted` until its worker has killed it: the grace period of that kill."""
         self.terminated_mark: int | None = None

@@ -112,7 +112,7 @@ class ResizeActuator:
         container = next(c for c in resize.resizable_containers(pod) if c.name == update.name)
         moved = resize.with_allocation(pod, {update.name: amounts})
         moved_container = next(c for c in resize.resizable_containers(moved) if c.name == update.name)
-        linux = resources.linux_resources(moved, moved_container, self.node.memory_capacity)
+        linux = resources.linux_resources(moved, moved_container, self.node.memory_capacity, self.node.swap)
         try:
             await self.cri.update_container_resources(update.container_id, linux)
         except errors.CRIError as e:

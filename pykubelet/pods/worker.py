@@ -135,7 +135,8 @@ class PodWorker:
         # before we looked, so their times come from the runtime (pods/podstatus.py).
         status = pod_status(pod, state, waiting, deps.host_ip, self.record.start_time,
                             readiness=deps.probes.update_pod_status,
-                            now=None if adopted else deps.clock(), terminal=terminal, evicted=self.record.evicted)
+                            now=None if adopted else deps.clock(), terminal=terminal, evicted=self.record.evicted,
+                            disrupted=self.record.disrupted)
         status.conditions += self.deps.syncer.parts.resize_state.pod_conditions(self.uid, deps.clock())
         return status
 

@@ -7,6 +7,7 @@ from typing import Any
 from pykubelet.api.pod import Container, Pod
 from pykubelet.api.quantity import cpu_millis, quantity_bytes
 from pykubelet.cri.v1 import api_pb2 as api
+from pykubelet.runtime import swap as node_swap
 
 GUARANTEED, BURSTABLE, BEST_EFFORT = "Guaranteed", "Burstable", "BestEffort"
 MIN_SHARES, MAX_SHARES, SHARES_PER_CPU, QUOTA_PERIOD = 2, 262_144, 1024, 100_000
@@ -80,7 +81,15 @@ def oom_score_adj(pod: Pod, container: Container, memory_capacity: int) -> int:
     return int(min(max(score, 1000 + GUARANTEED_OOM_SCORE_ADJ), BEST_EFFORT_OOM_SCORE_ADJ - 1))
 
 
-def linux_resources(pod: Pod, container: Container, memory_capacity: int) -> api.LinuxContainerResources:
+def _may_swap(pod: Pod, requests: dict[str, Any], limits: dict[str, Any]) -> bool:
+    """LimitedSwap's conditions: a Burstable, non-critical pod; a memory request below the limit."""
+    request, limit = quantity_bytes(requests.get("memory", 0)), quantity_bytes(limits.get("memory", 0))
+    return qos_class(pod) == BURSTABLE and not is_critical(pod) and (request or limit) > 0 and request != limit
+
+
+def linux_resources(pod: Pod, container: Container, memory_capacity: int,
+                    swap: node_swap.SwapFacts | None = None) -> api.LinuxContainerResources:
+    """`swap`: the node's swap facts; None configures no swap limit (the runtime's default)."""
     requests, limits = requests_and_limits(container)
     cpu_request = cpu_millis(requests.get("cpu", 0))
     shares = min(MAX_SHARES, max(MIN_SHARES, cpu_request * SHARES_PER_CPU // 1000)) if cpu_request else MIN_SHARES
@@ -91,6 +100,9 @@ def linux_resources(pod: Pod, container: Container, memory_capacity: int) -> api
         resources.cpu_quota = max(MIN_QUOTA, cpu_millis(limits["cpu"]) * QUOTA_PERIOD // 1000)
     if "memory" in limits:
         resources.memory_limit_in_bytes = quantity_bytes(limits["memory"])
+    if swap is not None:
+        node_swap.configure(resources, swap, _may_swap(pod, requests, limits),
+                            quantity_bytes(requests.get("memory", 0)))
     return resources
 
 

@@ -15,6 +15,7 @@ from pykubelet.runtime.dns import ClusterDNS, dns_config
 from pykubelet.runtime.env import EnvSources, PodFacts, container_env, expand_command
 from pykubelet.runtime.resources import linux_resources, qos_class
 from pykubelet.runtime.security import linux_security, sandbox_privileged
+from pykubelet.runtime.swap import SwapFacts
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,8 @@ class NodeFacts:
     """cgroupDriver: the pod cgroups' layout (runtime/cgroups.py)."""
     kubepods: str = cgroups.KUBEPODS
     """The pods' cgroup within each hierarchy (cgroups.kubepods_under: --cgroup-root)."""
+    swap: SwapFacts | None = None
+    """The node's swap (runtime/swap.py); None: containers get no swap setting."""
 
 _PROTOCOLS = {"TCP": api.TCP, "UDP": api.UDP, "SCTP": api.SCTP}
 
@@ -159,7 +162,7 @@ def container_config(pod: Pod, container: Container, image_ref: str, restart_cou
         stdin=container.stdin,
         tty=container.tty,
         linux=api.LinuxContainerConfig(
-            resources=linux_resources(pod, container, node.memory_capacity),
+            resources=linux_resources(pod, container, node.memory_capacity, node.swap),
             security_context=linux_security(pod, container, namespaces, seccomp_root=node.seccomp_root),
         ),
     )

@@ -10,6 +10,7 @@ from typing import Any
 
 from pykubelet.api.eviction import Amount, Threshold
 from pykubelet.config import CONFIG_API_VERSION, CONFIG_KIND, Settings, values
+from pykubelet.config import node_lifecycle
 from pykubelet.config.options import OPTIONS
 
 DURATION_PARSERS = (values.positive_duration, values.non_negative_duration, values.log_monitor_interval)
@@ -39,6 +40,8 @@ def _plain(option, value: Any) -> Any:
         return go_duration(value)
     if option.parse is values.grace_periods:
         return {k: go_duration(v) for k, v in value.items()}
+    if option.parse is node_lifecycle.grace_periods_by_priority:
+        return [{"priority": row.priority, "shutdownGracePeriodSeconds": row.seconds} for row in value]
     if isinstance(value, dict) and value and all(isinstance(v, Amount) for v in value.values()):
         return {k: f"{v.percent:g}%" if v.percent else str(v.quantity) for k, v in value.items()}
     if isinstance(value, dict) and value and all(isinstance(v, Threshold) for v in value.values()):

@@ -52,6 +52,9 @@ async def test_memory_limit_is_in_the_cgroup_and_an_oom_kill_says_oomkilled(agen
     cgroup = info["runtimeSpec"]["linux"]["cgroupsPath"].lstrip("/")
     limit = pathlib.Path("/sys/fs/cgroup/memory") / cgroup / "memory.limit_in_bytes"
     assert int(limit.read_text()) == 32 * 2**20
+    memsw = limit.with_name("memory.memsw.limit_in_bytes")
+    if memsw.exists():  # swap accounting on: NoSwap, memory+swap is the memory limit (no swap beyond it)
+        assert int(memsw.read_text()) == 32 * 2**20
     quota = pathlib.Path("/sys/fs/cgroup/cpu") / cgroup / "cpu.cfs_quota_us"
     assert int(quota.read_text()) == 50000
 

@@ -139,7 +139,7 @@ def test_missing_config_file_is_a_config_error_naming_it(tmp_path):
 
 @pytest.mark.parametrize("line, field", [
     ("cpuManagerPolicy: static", "cpuManagerPolicy"),  # a real kubelet field pykubelet does not act on
-    ("failSwapOn: true", "failSwapOn"),
+    ("protectKernelDefaults: true", "protectKernelDefaults"),
     ("fooBar: 1", "fooBar"),                     # not a kubelet field at all
 ])
 def test_unknown_and_unimplemented_fields_only_warn_naming_the_field(tmp_path, caplog, line, field):
@@ -167,7 +167,7 @@ def test_invalid_flag_raises_config_error_naming_the_flag(flag, value):
     (["--runtime-cgroups", "/system.slice/containerd.service"], "--runtime-cgroups"),
     (["--runtime-cgroups=/system.slice/containerd.service"], "--runtime-cgroups"),
     (["--cloud-provider=external"], "--cloud-provider"),
-    (["--fail-swap-on"], "--fail-swap-on"),  # a bare boolean flag
+    (["--protect-kernel-defaults"], "--protect-kernel-defaults"),  # a bare boolean flag
 ])
 def test_unimplemented_kubelet_flags_are_accepted_with_a_warning_naming_them(caplog, argv, flag):
     with caplog.at_level(logging.WARNING, logger=config.__name__):

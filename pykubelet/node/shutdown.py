@@ -1,0 +1,162 @@
+"""Graceful node shutdown, the kubelet's way: a "delay" inhibitor lock from systemd-logind holds
+the machine's shutdown back while the pods stop.
+
+At start: raise logind's InhibitDelayMaxSec when it is below the total budget (a drop-in, then a
+reload), take the lock, watch PrepareForShutdown. On PrepareForShutdown(true): the node goes
+NotReady ("node is shutting down") and turns new pods away; the pods are killed group by group,
+lowest priority first, each with its group's budget (or its own grace period if shorter) and a
+Failed status saying why, each group waited for at most its budget; then the lock is released
+and logind goes on. On PrepareForShutdown(false), a cancelled shutdown: the lock is taken again
+and the node is Ready again. Without logind (no systemd, no system bus) the node runs without
+graceful shutdown, said once in the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from pykubelet.api.pod import Pod
+from pykubelet.config.node_lifecycle import PriorityGracePeriod
+from pykubelet.kube.events import NORMAL, EventRecorder, node_ref
+from pykubelet.node import shutdown_plan as plan
+from pykubelet.node.logind import Logind, LogindError
+from pykubelet.util.log import get_logger
+
+log = get_logger(__name__)
+
+RECONNECT_SECONDS = 1.0  # the kubelet's dbusReconnectPeriod
+RELOAD_TRIES, RELOAD_FIRST_WAIT = 5, 0.1  # polling logind after the reload, doubling
+POLL_SECONDS = 0.2  # how often a group's pods are checked for being killed
+
+
+@dataclass(frozen=True)
+class PodKiller:
+    """What the manager asks of the pod path (pods/dispatcher.py has them)."""
+
+    active_pods: Callable[[], list[Pod]]
+    kill: Callable[[str, str, str, int], bool]
+    """(uid, reason, message, grace seconds): fail the pod for good and kill it; False if it is gone."""
+    killed: Callable[[str], bool]
+
+
+class NodeShutdownManager:
+    def __init__(self, periods: list[PriorityGracePeriod], logind: Logind, pods: PodKiller,
+                 recorder: EventRecorder, node_name: str, on_change: Callable[[], None] = lambda: None,
+                 clock: Callable[[], float] = time.monotonic, poll: float = POLL_SECONDS):
+        self.periods = periods
+        self.logind = logind
+        self.pods = pods
+        self.recorder = recorder
+        self.node_name = node_name
+        self.on_change = on_change  # the node's Ready condition changed: report it now
+        self.clock = clock
+        self.poll = poll
+        self.shutting_down = False
+        self._lock: int | None = None
+        self._watched = False  # a lock was taken once: logind is there
+
+    def errors(self) -> list[str]:
+        """What the node's Ready condition reports of it."""
+        return [plan.SHUTTING_DOWN] if self.shutting_down else []
+
+    async def run(self) -> None:
+        """Watch for shutdown until cancelled. Without logind, say so once and stop watching; a
+        bus that went away after it worked is reconnected to, as the kubelet does."""
+        while True:
+            try:
+                await self._watch()
+                raise LogindError("the system bus closed the connection")
+            except Exception as e:  # noqa: BLE001 - no bus, or a bug: never the agent's end
+                self._release()
+                if not self._watched:
+                    log.warning("Graceful node shutdown is off: cannot use systemd-logind", err=str(e))
+                    return
+                log.error("Unable to watch the node for shutdown events; retrying", err=str(e))
+            await asyncio.sleep(RECONNECT_SECONDS)
+
+    async def _watch(self) -> None:
+        requested = plan.period_requested(self.periods)
+        current = await self.logind.inhibit_delay()
+        if requested > current:
+            await self._raise_inhibit_delay(requested)
+        await self._acquire()
+        log.info("Watching the node for shutdown", budget_seconds=requested,
+                 groups=",".join(f"{p.priority}:{p.seconds}s" for p in self.periods))
+        async for shutting_down in self.logind.shutdown_signals():
+            await self.handle(shutting_down)
+
+    async def _raise_inhibit_delay(self, requested: int) -> None:
+        await self.logind.override_inhibit_delay(requested)
+        await self.logind.reload()
+        wait, current = RELOAD_FIRST_WAIT, 0.0
+        for _ in range(RELOAD_TRIES):
+            await asyncio.sleep(wait)  # logind reloads after it answered
+            current = await self.logind.inhibit_delay()
+            if current >= requested:
+                log.info("Raised logind's InhibitDelayMaxSec for graceful node shutdown", seconds=requested)
+                return
+            wait *= 2
+        raise LogindError(f"node shutdown manager was timed out after {RELOAD_TRIES} attempts waiting for logind "
+                          f"InhibitDelayMaxSec to update to {requested}s (ShutdownGracePeriod), current value is "
+                          f"{current:g}s")
+
+    async def _acquire(self) -> None:
+        lock = await self.logind.inhibit()
+        self._release()
+        self._lock, self._watched = lock, True
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self.logind.release(self._lock)
+            self._lock = None
+
+    async def handle(self, shutting_down: bool) -> None:
+        """One PrepareForShutdown signal."""
+        log.info("Shutdown manager detected new shutdown event", event="shutdown" if shutting_down else "cancelled")
+        self.recorder.record(node_ref(self.node_name), NORMAL, "NodeShutdown",
+                             "Shutdown manager detected shutdown event" if shutting_down else
+                             "Shutdown manager detected shutdown cancellation")
+        self.shutting_down = shutting_down
+        self.on_change()
+        if not shutting_down:
+            await self._acquire()
+            return
+        try:
+            await self.kill_pods(self.pods.active_pods())
+        finally:
+            self._release()
+            log.info("Shutdown manager completed processing shutdown event, node will shutdown shortly")
+
+    async def kill_pods(self, pods: list[Pod]) -> None:
+        for group in plan.group_pods(self.periods, pods):
+            if group.pods:
+                await self._kill_group(group)
+
+    async def _kill_group(self, group: plan.ShutdownGroup) -> None:
+        budget = group.period.seconds
+        deadline = self.clock() + budget
+        killing = []
+        for pod in group.pods:
+            grace = plan.pod_grace(pod, budget)
+            log.info("Shutdown manager killing pod with gracePeriod", pod=pod.full_name, gracePeriod=grace,
+                     priority=group.period.priority)
+            if self.pods.kill(pod.uid, plan.SHUTDOWN_REASON, plan.SHUTDOWN_MESSAGE, grace):
+                killing.append(pod)
+        while True:
+            left = [pod for pod in killing if not self.pods.killed(pod.uid)]
+            for pod in killing:
+                if pod not in left:
+                    log.info("Shutdown manager finished killing pod", pod=pod.full_name)
+            killing = left
+            if not killing:
+                log.info("Done waiting for all pods in group to terminate", gracePeriod=budget,
+                         priority=group.period.priority)
+                return
+            if self.clock() >= deadline:
+                log.info("Shutdown manager pod killing time out", gracePeriod=budget, priority=group.period.priority,
+                         pods=",".join(p.full_name for p in killing))
+                return
+            await asyncio.sleep(min(self.poll, max(deadline - self.clock(), 0)))
