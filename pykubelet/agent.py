@@ -56,7 +56,7 @@ class Agent:
         finally:
             systemd.stopping("stopping; pods keep running")
             await self._stop(parts)
-            await cri.close()
+            await cri.close()  # once the sandboxes and containers being created are made (cri/client.py)
 
     async def _notify_systemd(self, p: Parts, systemd: Notifier) -> None:
         """READY=1 once the agent serves and has synced: its servers listen (phase start), the

@@ -2,10 +2,14 @@
 
 Every call has a timeout; gRPC failures become typed errors (cri.errors); stopping and
 removing something that is already gone is success, as with crictl and the kubelet.
+
+A call that creates something (RunPodSandbox, CreateContainer) is not cancelled with its caller:
+it runs to its answer or its deadline, and `close` waits for it (see `_run_to_completion`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import AsyncIterator, Awaitable, Callable, TypeVar
 
@@ -17,6 +21,9 @@ from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.cri.task_events import task_events
 from pykubelet.cri.v1 import api_pb2_grpc as api_grpc
 from pykubelet.util import metrics
+from pykubelet.util.log import get_logger
+
+log = get_logger(__name__)
 
 T = TypeVar("T")
 
@@ -45,6 +52,7 @@ class CRIClient:
         self._runtime = api_grpc.RuntimeServiceStub(self._channel)
         self._images = api_grpc.ImageServiceStub(self._image_channel)
         self._cri_events: bool | None = None  # whether GetContainerEvents works; None: not tried yet
+        self._creating: set[asyncio.Task] = set()  # creation calls whose callers may have gone
 
     @property
     def channel(self) -> grpc.aio.Channel:
@@ -67,6 +75,12 @@ class CRIClient:
             yield topic
 
     async def close(self) -> None:
+        """Close the connections, once the creation calls still running have their answers
+        (each is bounded by its own deadline, `slow_timeout`)."""
+        if self._creating:
+            log.info("Waiting for the runtime to finish what it is creating", calls=len(self._creating),
+                     within_seconds=self.slow_timeout)
+            await asyncio.wait(set(self._creating))
         await self._channel.close()
         if self._image_channel is not self._channel:
             await self._image_channel.close()
@@ -89,6 +103,24 @@ class CRIClient:
             raise errors.from_rpc_error(rpc, e) from None
         finally:
             metrics.RUNTIME_OPERATION_DURATION.labels(operation).observe(time.monotonic() - started)
+
+    async def _run_to_completion(self, rpc: str, method: Callable[..., Awaitable[T]], request: object) -> T:
+        """A creation call that its caller's cancellation (the agent stopping) does not cancel.
+
+        Cancelled while it starts a sandbox's shim, containerd 1.6 can lose that shim: the shim
+        runs on serving nothing that containerd knows of, and nothing ever stops it. Let the call
+        finish instead: what it made is then listed, and the next agent stops or adopts it as
+        any other sandbox or container. The caller still learns at once that it was cancelled.
+        """
+        call = asyncio.ensure_future(self._call(rpc, method, request, self.slow_timeout))
+        self._creating.add(call)
+        call.add_done_callback(self._creation_done)
+        return await asyncio.shield(call)
+
+    def _creation_done(self, call: asyncio.Task) -> None:
+        self._creating.discard(call)
+        if not call.cancelled() and call.exception() is not None:  # retrieved here if its caller went
+            log.debug("A creation call failed", err=str(call.exception()))
 
     async def _ignore_not_found(self, rpc: str, method: Callable[..., Awaitable[T]], request: object,
                                 timeout: float | None = None) -> None:
@@ -116,9 +148,9 @@ class CRIClient:
 
     # --- runtime: sandboxes
     async def run_pod_sandbox(self, config: api.PodSandboxConfig, runtime_handler: str = "") -> str:
-        response = await self._call(
+        response = await self._run_to_completion(
             "RunPodSandbox", self._runtime.RunPodSandbox,
-            api.RunPodSandboxRequest(config=config, runtime_handler=runtime_handler), self.slow_timeout)
+            api.RunPodSandboxRequest(config=config, runtime_handler=runtime_handler))
         return response.pod_sandbox_id
 
     async def stop_pod_sandbox(self, sandbox_id: str) -> None:
@@ -142,7 +174,7 @@ class CRIClient:
                                sandbox_config: api.PodSandboxConfig) -> str:
         request = api.CreateContainerRequest(pod_sandbox_id=sandbox_id, config=config,
                                              sandbox_config=sandbox_config)
-        response = await self._call("CreateContainer", self._runtime.CreateContainer, request, self.slow_timeout)
+        response = await self._run_to_completion("CreateContainer", self._runtime.CreateContainer, request)
         return response.container_id
 
     async def start_container(self, container_id: str) -> None:
