@@ -62,6 +62,9 @@ async def test_a_crash_loop_names_the_exit_code_the_restarts_and_the_back_off(no
     node.runtime.behave("app", exit_code=1)
     node.dispatcher.set_pods([pod()])
     await until(lambda: len(node.runtime.started("app")) >= 4, timeout=200, what="three restarts")
+    # The back-off after the fourth exit: until it is recorded, the last one (20 s) is over, and
+    # the verdict rightly says the next start is now.
+    await until(lambda: len(steps(node, "back-off")) >= 3, timeout=200, what="the third back-off")
     await until(lambda: node.container().get("state", {}).get("waiting", {}).get("reason") == "CrashLoopBackOff")
     exits = steps(node, "exit")
     assert len(exits) >= 3 and all(s["details"]["exit_code"] == 1 and s["ok"] is False for s in exits)
