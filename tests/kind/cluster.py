@@ -8,6 +8,7 @@ v1.36 kubelet, real or pykubelet, refuses cgroup v1 by default).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -17,6 +18,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any, Callable
 
 from tests.helpers import run_to_completion, wait_for
@@ -169,3 +171,21 @@ def runs_pykubelet(node: str) -> bool:
     """Whether kind node container `node`'s /usr/bin/kubelet is pykubelet's (a Python entry point
     script) rather than the real kubelet (an ELF binary)."""
     return docker("exec", node, "head", "-c", "2", "/usr/bin/kubelet") == "#!"
+
+
+DOCKER_SH = ["bash", str(BED / "docker.sh")]
+
+
+@contextlib.contextmanager
+def docker_daemon(say: Callable[[str], None] = print) -> Iterator[None]:
+    """Docker answering inside the block: started by tests/bed/docker.sh if it did not answer,
+    and then stopped at the end (left running if it already was)."""
+    started = subprocess.run([*DOCKER_SH, "status"], capture_output=True).returncode != 0
+    if started:
+        say("starting docker (tests/bed/docker.sh start)")
+        subprocess.run([*DOCKER_SH, "start"], check=True)
+    try:
+        yield
+    finally:
+        if started:
+            subprocess.run([*DOCKER_SH, "stop"], check=True)

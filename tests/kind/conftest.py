@@ -8,7 +8,6 @@ container of a kind cluster or a volume is left that was not there before.
 
 from __future__ import annotations
 
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,30 +16,17 @@ from typing import Callable
 import pytest
 
 from tests import progress
-from tests.kind.cluster import BED, CLUSTER_LABEL, KindCluster, docker, require_image, volumes
-
-DOCKER_SH = ["bash", str(BED / "docker.sh")]
-
-
-def docker_answers() -> bool:
-    return subprocess.run([*DOCKER_SH, "status"], capture_output=True).returncode == 0
+from tests.kind.cluster import CLUSTER_LABEL, KindCluster, docker, docker_daemon, require_image, volumes
 
 
 @pytest.fixture(scope="session", autouse=True)
-def docker_daemon() -> Iterator[None]:
-    started = not docker_answers()
-    if started:
-        progress.say("kind", "starting docker (tests/bed/docker.sh start)")
-        subprocess.run([*DOCKER_SH, "start"], check=True)
-    try:
+def docker_running() -> Iterator[None]:
+    with docker_daemon(lambda line: progress.say("kind", line)):
         yield
-    finally:
-        if started:
-            subprocess.run([*DOCKER_SH, "stop"], check=True)
 
 
 @pytest.fixture(scope="session", autouse=True)
-def docker_left_as_found(docker_daemon: None) -> Iterator[None]:
+def docker_left_as_found(docker_running: None) -> Iterator[None]:
     clusters_before = set(docker("ps", "-a", "--filter", f"label={CLUSTER_LABEL}", "-q").split())
     volumes_before = volumes()
     yield
