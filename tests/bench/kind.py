@@ -26,8 +26,8 @@ from pathlib import Path
 from tests.bench.kubeadm import print_comparison
 from tests.bench.startup import machine
 from tests.kind import checks
-from tests.kind.cluster import (KUBELET_IMAGE, PYKUBELET_IMAGE, KindCluster, cached_image, docker, docker_daemon,
-                                ready, require_image, run, KIND)
+from tests.kind.cluster import (KIND, KUBELET_IMAGE, PYKUBELET_IMAGE, KindCluster, cached_image, docker,
+                                docker_daemon, ready, require_image, run)
 
 IMAGES = {"kubelet": KUBELET_IMAGE, "pykubelet": PYKUBELET_IMAGE}
 PAUSE = "registry.k8s.io/pause:3.10.2"  # the name in the test bed's pause archive

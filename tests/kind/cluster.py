@@ -116,12 +116,12 @@ class KindCluster:
     def kubeconfig(self) -> Path:
         return self.workdir / "kubeconfig"
 
-    def create(self, wait: str = "") -> float:
+    def create(self) -> float:
         """`kind create cluster`; its wall time in seconds. Its output goes to `say` line by line."""
         config = self.workdir / "cluster.yaml"
         config.write_text(cluster_config(self.image, self.worker_image))
         args = [str(KIND), "create", "cluster", "--name", self.name, "--config", str(config),
-                "--kubeconfig", str(self.kubeconfig)] + ([f"--wait={wait}"] if wait else [])
+                "--kubeconfig", str(self.kubeconfig)]
         self.created = True  # a half-made cluster is deleted too
         started = time.monotonic()
         with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV) as kind:
