@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup vm-setup venv control-plane e2e registry addons addons-csi containerd2 kind run test test-containerd2 unit kubeadm-test bench soak proto cluster cluster-down conformance conformance-cluster install uninstall vagrant-test fresh-check
+.PHONY: setup vm-setup venv control-plane e2e registry addons addons-csi containerd2 kind run test kind-test test-containerd2 unit kubeadm-test bench soak proto cluster cluster-down conformance conformance-cluster install uninstall vagrant-test fresh-check
 
 setup: venv ## system packages, containerd (our config), CNI, local images, .venv
 	bash tests/bed/setup.sh
@@ -44,6 +44,9 @@ conformance-cluster: setup control-plane e2e addons ## e2e.test's whole [Conform
 kind: setup control-plane addons ## Docker (Debian's docker.io; its daemon started by tests/bed/docker.sh, `bash tests/bed/docker.sh stop` stops it), kind built from its Go module, kind's base image rebuilt from Debian 12 packages, checked to boot, and the node images kindest/node:v1.36.3 and pykubelet/kind-node:v1.36.3 (tests/bed/build-kind-node.sh; cached in /var/cache/pykubelet/kind)
 	bash tests/bed/build-kind.sh
 	bash tests/bed/build-kind-node.sh
+
+kind-test: kind ## the kind tier (tests/kind): a kind cluster of pykubelet nodes, and a pykubelet worker joining a kindest/node cluster (docker started and stopped by the tier if it was not running)
+	$(PY) -m pytest tests/kind $(PYTEST_ARGS)
 
 run: setup ## pykubelet standalone on manifests/, in the foreground
 	$(VENV)/bin/pykubelet --pod-manifest-path manifests
