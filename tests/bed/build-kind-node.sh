@@ -185,7 +185,7 @@ for b in kubeadm kubelet kubectl; do [ -x "$K8S_BIN/$b" ] || die "no $K8S_BIN/$b
 exec 9>"$OUT/.lock-node"
 flock 9
 trap remove_build_container EXIT
-real_key=$({ "$DOCKER" image inspect --format '{{.Id}}' "$BASE_IMAGE"; sha256sum "$K8S_BIN"/{kubeadm,kubelet,kubectl} "$CNI_MANIFEST"
+real_key=$({ "$DOCKER" image inspect --format '{{.Id}}' "$BASE_IMAGE"; sha256sum "$K8S_BIN"/{kubeadm,kubelet,kubectl} "$CNI_MANIFEST" | cut -d' ' -f1
     declare -f build_real commit wanted_images; echo "$SANDBOX_IMAGE $CNI_PLUGINS_VERSION"
     for ref in $(wanted_images); do ls -l "$(image_tar "$ref")"; done; } | sha256sum | cut -c1-12)
 if [[ $which != pykubelet && $(image_key "$REAL_IMAGE") != "$real_key" ]]; then build_real "$real_key"; fi

@@ -144,10 +144,11 @@ logged_with_progress() {
     return "$rc"
 }
 
-# The key names everything the image is made of; a change of any rebuilds it.
+# The key names everything the image is made of; a change of any rebuilds it. Contents only,
+# not where they are: every clone of the repository shares the cached image.
 base_key() {
     { sha256sum "$here/kind-base-rootfs.sh" "$CONTAINERD_BIN"/{containerd,ctr,containerd-shim-runc-v2} \
-          "$TOOLS/crictl" "$TOOLS"/cni/*
+          "$TOOLS/crictl" "$TOOLS"/cni/* | cut -d' ' -f1
       echo "$KIND_VERSION ${BASE_PACKAGES[*]} ${BASE_MIRRORS[*]}"
       declare -f base_image_from; } | sha256sum | cut -c1-12
 }
