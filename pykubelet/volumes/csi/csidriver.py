@@ -56,7 +56,9 @@ def _flag(name: str, spec: dict[str, Any], key: str, default: bool) -> bool:
 
 
 def _token_requests(name: str, spec: dict[str, Any]) -> tuple[TokenRequest, ...]:
-    items = spec.get("tokenRequests") or []
+    items = spec.get("tokenRequests")
+    if items is None:
+        return ()
     if not isinstance(items, list):
         raise CsiDriverError(f"CSIDriver {name}: spec.tokenRequests: expected a list")
     out = []

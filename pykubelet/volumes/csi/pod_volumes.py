@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Awaitable, Callable
 
 from pykubelet.api.pod import Pod
+from pykubelet.kube.errors import KubeError
 from pykubelet.util.backoff import Backoff
 from pykubelet.util.log import get_logger
 from pykubelet.volumes.claim_model import BLOCK, PersistentVolume
@@ -31,11 +32,10 @@ from pykubelet.volumes.csi.block import CsiBlockVolumes
 from pykubelet.volumes.csi.csidriver import CsiDriverError, Get, fetch_driver_policy
 from pykubelet.volumes.csi.inline import CsiInlineSource, CsiInlineVolumes
 from pykubelet.volumes.csi.operations import CsiOperationError, DriverMissing
-from pykubelet.volumes.csi.paths import CsiPathError, inline_volume_handle, publish_target_path
+from pykubelet.volumes.csi.paths import CsiPathError, block_publish_path, inline_volume_handle, publish_target_path
 from pykubelet.volumes.csi.pv_setup import CsiPersistentVolumes, CsiSetupError
 from pykubelet.volumes.csi.reconstruct import FoundOnDisk, scan
 from pykubelet.volumes.csi.volume_stats import CsiInUse
-from pykubelet.kube.errors import KubeError
 
 log = get_logger(__name__)
 
@@ -52,12 +52,14 @@ class _Published:
     kind: str
     """"pv", "block" or "inline": which set-up it had, so which teardown it needs."""
     pod: Pod | None = None
-    """The pod as it was set up, for a republish; None for a volume found after a restart."""
+    """The pod as it was set up, for a republish; None for a volume found after a restart (or
+    whose teardown failed)."""
     source: PersistentVolume | CsiInlineSource | None = None
     read_only: bool = False
 
     @property
     def reconstructed(self) -> bool:
+        """Not (or no longer) a set-up of a live pod: found after a restart, or its teardown failed."""
         return self.pod is None
 
 
@@ -140,6 +142,7 @@ class CsiPodVolumes:
             except CsiOperationError as e:
                 log.warning("UnmountVolume.TearDown failed", pod=pod_name, volume=spec_name, err=str(e))
                 failures.append(e)
+                published[spec_name] = replace(entry, pod=None, source=None)  # its pod is done with it: no republish
                 continue
             del published[spec_name]
         if not published:
@@ -156,7 +159,8 @@ class CsiPodVolumes:
             elif not volume.inline:
                 self.persistent.adopt(volume.pod_uid, volume.spec_name, volume.driver, volume.volume_handle)
             try:
-                target = publish_target_path(self.root_dir, volume.pod_uid, volume.spec_name)
+                target = (block_publish_path(self.root_dir, volume.spec_name, volume.pod_uid) if volume.block
+                          else publish_target_path(self.root_dir, volume.pod_uid, volume.spec_name))
             except CsiPathError:
                 target = ""
             kind = "block" if volume.block else "inline" if volume.inline else "pv"
