@@ -11,7 +11,6 @@ has not read yet.
 from __future__ import annotations
 
 import asyncio
-
 from typing import Awaitable, Callable
 
 from pykubelet.pleg.cache import RuntimeCache
