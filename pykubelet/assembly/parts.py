@@ -107,6 +107,7 @@ class Parts:
             tasks.loop("service-watch", self.api_clients.services.run())
             if self.api_clients.csi is not None:
                 tasks.loop("csi-plugin-registration", self.api_clients.csi.watcher.run())
+                tasks.loop("csi-republish", self.pods.deps.syncer.api_volumes.claims.csi_pods.run_republish())
         if self.node is not None:
             tasks.loop("node-status", self.node.run())
             # Ready may turn True now, not at the next status period.
@@ -129,7 +130,8 @@ class Parts:
             tasks.loop("container-log-rotation", log_rotation.run())
         tasks.loop("housekeeping", housekeeping(self.pods.dispatcher, self.pods.wake.cache,
                                                 self.pods.wake.pleg.relisted, sources_ready, s.root_dir,
-                                                kubepods_under(s.pods.cgroup_root), s.pods.pod_logs_dir))
+                                                kubepods_under(s.pods.cgroup_root), s.pods.pod_logs_dir,
+                                                self.pods.deps.syncer.api_volumes.claims.csi_pods.clean_up))
 
     async def stop(self) -> None:
         """After the loops (Tasks.stop): the workers and probes (never their pods), then the connections."""
@@ -206,8 +208,9 @@ async def _build(s: Settings, cri: CRIClient, cluster: Cluster | None, syncloop_
         from pykubelet.volumes.csi.node import build_csi_node
 
         # A changed ConfigMap or Secret wakes the pods that read it.
-        api_clients = ApiClients(ObjectCache(kube, wake.wakeups.wake), TokenManager(kube), ServiceCache(kube),
-                                 build_csi_node(s.root_dir, s.node_name, kube))
+        tokens = TokenManager(kube)
+        api_clients = ApiClients(ObjectCache(kube, wake.wakeups.wake), tokens, ServiceCache(kube),
+                                 build_csi_node(s.root_dir, s.node_name, kube, tokens))
     pods = build_pod_path(wake, cri, PodPathSettings(
         facts, allocatable, s.pods.sync_frequency, SysctlAllowlist.build(s.pods.allowed_unsafe_sysctls),
         cni_chain=lambda: runtime_cni_chain(s.network.cni_conf_dir),
@@ -215,6 +218,8 @@ async def _build(s: Settings, cri: CRIClient, cluster: Cluster | None, syncloop_
         pressure=(lambda: eviction.conditions) if eviction is not None else tuple,
         shutting_down=(lambda: shutdown.shutting_down) if shutdown is not None else (lambda: False)),
         kube=kube, mirrors=mirrors, api_clients=api_clients)
+    # What earlier runs left published, known before any pod syncs (the kubelet's reconstruction).
+    await pods.deps.syncer.api_volumes.claims.csi_pods.reconstruct()
     # The pod sources, last: they hand their pods to the dispatcher.
     dispatcher = pods.dispatcher
     static_source = api_source = None

@@ -67,11 +67,16 @@ class TokenManager:
 
         A failed refresh keeps serving the cached token until it expires, as the kubelet does.
         """
+        return (await self.token(namespace, service_account, pod_name, pod_uid, audience, expiration_seconds)).token
+
+    async def token(self, namespace: str, service_account: str, pod_name: str, pod_uid: str,
+                    audience: str = "", expiration_seconds: int = DEFAULT_EXPIRATION_SECONDS) -> Token:
+        """As get(), with the token's expiry (what a CSI driver is told with it)."""
         key = (namespace, service_account, audience, str(expiration_seconds), pod_uid)
         cached = self._cache.get(key)
         now = self.clock()
         if cached and not requires_refresh(cached, now, random.random() * MAX_JITTER_SECONDS):
-            return cached.token
+            return cached
         body: dict[str, Any] = {
             "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
             "spec": {"expirationSeconds": expiration_seconds,
@@ -86,12 +91,12 @@ class TokenManager:
             if cached and now < cached.expires_at:
                 log.warning("Could not refresh a service account token; the current one is still valid",
                             pod=f"{namespace}/{pod_name}", serviceAccount=service_account, err=str(e))
-                return cached.token
+                return cached
             raise
         self._cache[key] = token
         log.debug("Got a service account token", pod=f"{namespace}/{pod_name}", serviceAccount=service_account,
                   expiresIn=round(token.expires_at - now))
-        return token.token
+        return token
 
     async def _request(self, path: str, body: dict[str, Any], expiration_seconds: int) -> Token:
         # Right after a pod is bound the Node authorizer may not know it yet (403): ask again shortly.

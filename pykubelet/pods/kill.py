@@ -154,13 +154,14 @@ class PodKiller:
             except log_files.NotBeneathLogsRoot as e:
                 log.warning("Not removing a container log outside the pod logs dir", err=str(e))
 
-    def _remove_pod_dirs(self, namespace: str, name: str, uid: str) -> None:
-        """The pod's log directory, then its volumes and directory; only ever those directories
-        (a UID from an older agent's runtime labels is not trusted to be a plain name)."""
+    def _remove_pod_dirs(self, namespace: str, name: str, uid: str, volumes: bool = True) -> None:
+        """The pod's log directory, then (volumes) its volumes and directory; only ever those
+        directories (a UID from an older agent's runtime labels is not trusted to be a plain name)."""
         try:
             if name:
                 data_dirs.remove_pod_log_dir(self.node.pod_logs_dir, namespace, name, uid)
-            local_volumes.teardown_volumes(self.node.root_dir, uid)
+            if volumes:
+                local_volumes.teardown_volumes(self.node.root_dir, uid)
         except safe_remove.UnsafeName as e:
             log.error("Not removing the files of a pod with an unsafe UID", pod=f"{namespace}/{name}", err=str(e))
 
@@ -174,10 +175,11 @@ class PodKiller:
             await self._remove_container(c)
         for s in state.sandboxes:
             await self.cri.remove_pod_sandbox(s.id)
-        # Its CSI volumes through their drivers first: what is left mounted keeps the pod's directory.
-        await self.api_volumes.claims.unpublish(uid, f"{namespace}/{name}")
+        # Its CSI volumes through their drivers first; while one is left published (a driver that
+        # refused, or is not registered) the pod's directory stays: housekeeping tries again.
+        unpublished = await self.api_volumes.claims.unpublish(uid, f"{namespace}/{name}")
         self.api_volumes.forget(uid)
-        await asyncio.to_thread(self._remove_pod_dirs, namespace, name, uid)
+        await asyncio.to_thread(self._remove_pod_dirs, namespace, name, uid, unpublished)
         await asyncio.to_thread(cgroups.remove_pod_cgroups, uid, self.node.cgroup_root, self.node.kubepods)
         self.backoffs.forget(uid)
         log.info("Pod terminated and cleaned up", pod=f"{namespace}/{name}", uid=uid)

@@ -2,7 +2,8 @@
 (persistent.py; CSI PVs through their drivers, csi/pv_setup.py), and what its containers mount
 from them. A CSI PV of volumeMode Block is mapped as a device (csi/block.py) that the containers
 listing it in volumeDevices get. A pod's inline CSI volumes (csi/inline.py) go the same way as
-claims: read from the pod's spec instead of a claim, and published by their driver.
+claims: read from the pod's spec instead of a claim, and published by their driver. Which CSI
+volumes each pod has published, also across agent restarts, is csi/pod_volumes.py's to know.
 
 What the kubelet's volume manager does for them, in its order and words:
 - processing (the claim, its PV, the volume mode) fails → the pod-level "Unable to attach or
@@ -28,19 +29,15 @@ from pykubelet.kube.errors import KubeError
 from pykubelet.volumes import persistent
 from pykubelet.volumes.claim_model import BLOCK, READ_WRITE_ONCE_POD, ClaimObjectError
 from pykubelet.volumes.claims import ClaimError, Get, ResolvedClaim, resolve
-from pykubelet.volumes.csi.block import CsiBlockVolumes
 from pykubelet.volumes.csi.drivers import DriverRegistry
-from pykubelet.volumes.csi.inline import CsiInlineSource, CsiInlineVolumes, InlineSourceError, parse_inline_source
-from pykubelet.volumes.csi.operations import CsiNodeOperations, CsiOperationError
-from pykubelet.volumes.csi.paths import inline_volume_handle
+from pykubelet.volumes.csi.inline import CsiInlineSource, InlineSourceError, parse_inline_source
+from pykubelet.volumes.csi.operations import CsiNodeOperations
+from pykubelet.volumes.csi.pod_volumes import CsiPodVolumes
 from pykubelet.volumes.csi.pv_setup import CsiPersistentVolumes, CsiSetupError
 from pykubelet.volumes.csi.volume_stats import CsiInUse
 from pykubelet.volumes.local import VolumeSetupError
 from pykubelet.volumes.node_affinity import affinity_error
 from pykubelet.volumes.support import CLAIM_KINDS, Unprocessable, device_volume_names, mounted_volume_names
-from pykubelet.util.log import get_logger
-
-log = get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -79,9 +76,7 @@ class ClaimVolumes:
         # No CSI parts: no driver is registered, and a CSI PV fails as with an unregistered driver.
         self.csi = csi or CsiPersistentVolumes(CsiNodeOperations(root_dir, node_name, DriverRegistry()),
                                                 lambda path: self.get(path))
-        self.inline = CsiInlineVolumes(self.csi.operations, lambda path: self.get(path))
-        self.block = CsiBlockVolumes(self.csi.operations, lambda path: self.get(path))
-        self._csi_volumes: dict[str, dict[str, CsiInUse]] = {}  # pod UID -> volume -> the CSI volume published
+        self.csi_pods = CsiPodVolumes(self.csi, lambda path: self.get(path))
         self._mounts: dict[str, dict[str, ClaimMount]] = {}  # pod UID -> volume -> its mount
         self._local_in_use: dict[str, set[str]] = {}  # local PV name -> UIDs of pods with it mounted
 
@@ -91,7 +86,7 @@ class ClaimVolumes:
 
     def csi_in_use(self, uid: str) -> list[CsiInUse]:
         """The pod's CSI volumes published so far."""
-        return list(self._csi_volumes.get(uid, {}).values())
+        return self.csi_pods.in_use(uid)
 
     async def resolve(self, pod: Pod) -> tuple[list[ResolvedClaim | CsiInlineSource], list[Unprocessable]]:
         """The pod's used claim and inline CSI volumes not set up yet, resolved; and those that
@@ -183,30 +178,20 @@ class ClaimVolumes:
         return None
 
     async def _set_up_csi(self, pod: Pod, claim: ResolvedClaim) -> MountFailure | None:
-        block = claim.pv.volume_mode == BLOCK
         try:
-            if block:
-                mapped = await self.block.set_up(pod, claim.pv, claim.read_only)
-                path, target = mapped.device_path, mapped.publish_path
-            else:
-                path = target = await self.csi.set_up(pod, claim.pv, claim.read_only)
+            path = await self.csi_pods.set_up_pv(pod, claim.volume, claim.claim.name, claim.pv, claim.read_only)
         except CsiSetupError as e:
             return MountFailure(claim.volume, e.operation, claim.pv.name, str(e))
-        self._mounts.setdefault(pod.uid, {})[claim.volume] = ClaimMount(path, claim.read_only, block)
-        source = claim.pv.source  # its driver and volumeHandle: strings, or set_up refused it
-        self._csi_volumes.setdefault(pod.uid, {})[claim.volume] = CsiInUse(
-            claim.volume, claim.pv.name, target, source["driver"], source["volumeHandle"], claim.claim.name,
-            pod.namespace, block)
+        self._mounts.setdefault(pod.uid, {})[claim.volume] = ClaimMount(path, claim.read_only,
+                                                                        claim.pv.volume_mode == BLOCK)
         return None
 
     async def _set_up_inline(self, pod: Pod, source: CsiInlineSource) -> MountFailure | None:
         try:
-            path = await self.inline.set_up(pod, source)
+            path = await self.csi_pods.set_up_inline(pod, source)
         except CsiSetupError as e:
             return MountFailure(source.volume, e.operation, source.volume, str(e))
         self._mounts.setdefault(pod.uid, {})[source.volume] = ClaimMount(path, source.read_only)
-        self._csi_volumes.setdefault(pod.uid, {})[source.volume] = CsiInUse(
-            source.volume, source.volume, path, source.driver, inline_volume_handle(pod.uid, source.volume))
         return None
 
     def _release(self, uid: str) -> list[str]:
@@ -228,23 +213,9 @@ class ClaimVolumes:
 
     async def unpublish(self, uid: str, pod_name: str) -> bool:
         """The CSI volumes published for the pod unpublished (and unstaged once no pod has them);
-        True when none is left. One the driver refused stays recorded, for the next teardown."""
-        published = self._csi_volumes.get(uid, {})
-        for name, volume in sorted(published.items()):
-            try:
-                if volume.inline:
-                    await self.inline.tear_down(uid, volume.spec_name)
-                elif volume.block:
-                    await self.block.tear_down(uid, volume.spec_name)
-                else:
-                    await self.csi.tear_down(uid, volume.spec_name)
-            except CsiOperationError as e:
-                log.warning("UnmountVolume.TearDown failed", pod=pod_name, volume=volume.spec_name, err=str(e))
-                continue
-            del published[name]
-        if not published:
-            self._csi_volumes.pop(uid, None)
-        return not published
+        True when none is left. One the driver refused stays recorded, for the next teardown
+        (or housekeeping's, once the pod is gone: csi/pod_volumes.py)."""
+        return await self.csi_pods.unpublish(uid, pod_name)
 
     def forget(self, uid: str) -> None:
         """The pod is gone (its directory, with any mount left, is removed by the caller)."""

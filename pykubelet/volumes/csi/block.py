@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass, field
+import asyncio
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from pykubelet.api.pod import Pod
@@ -27,8 +28,8 @@ from pykubelet.volumes.csi import paths, vol_data
 from pykubelet.volumes.csi.csidriver import PERSISTENT, Get
 from pykubelet.volumes.csi.node_client import Capability, CsiCallError, VolumeRequest
 from pykubelet.volumes.csi.operations import DIR_MODE, CsiNodeOperations, CsiOperationError, on_disk, rpc_error
-from pykubelet.volumes.csi.pv_setup import (CsiSetupError, attachment_metadata, driver_policy, pod_info,
-                                            secrets_of)
+from pykubelet.volumes.csi.pv_setup import (CsiSetupError, StagedVolume, attachment_metadata, driver_policy,
+                                            pod_info, secrets_of)
 from pykubelet.volumes.csi.source import CsiSourceError, parse_csi_source
 
 _PREFIX = "kubernetes.io/csi: "
@@ -40,12 +41,6 @@ class MappedDevice:
     """The pod's link to the device: the host path its containers get."""
     publish_path: str
     """NodePublishVolume's target (what NodeGetVolumeStats is asked about)."""
-
-
-@dataclass
-class _Staged:
-    path: str
-    pods: set[str] = field(default_factory=set)
 
 
 def _prepare_data(data_dir: str, data: dict[str, str]) -> None:
@@ -86,7 +81,11 @@ class CsiBlockVolumes:
     def __init__(self, operations: CsiNodeOperations, get: Get):
         self.operations = operations
         self.get = get
-        self._staged: dict[str, _Staged] = {}  # PV name -> its staging path ("" when not staged), pods using it
+        self._staged: dict[str, StagedVolume] = {}  # PV name -> its staging path ("" when not staged), pods using it
+        self._locks: dict[str, asyncio.Lock] = {}  # PV name -> one operation at a time
+
+    def _lock(self, pv_name: str) -> asyncio.Lock:
+        return self._locks.setdefault(pv_name, asyncio.Lock())
 
     @property
     def _root(self) -> str:
@@ -103,6 +102,10 @@ class CsiBlockVolumes:
 
     async def set_up(self, pod: Pod, pv: PersistentVolume, read_only: bool) -> MappedDevice:
         """Stage (once) and publish the PV for the pod, and link the pod to it."""
+        async with self._lock(pv.name):
+            return await self._set_up(pod, pv, read_only)
+
+    async def _set_up(self, pod: Pod, pv: PersistentVolume, read_only: bool) -> MappedDevice:
         try:
             source = parse_csi_source(pv.name, pv.source)
         except CsiSourceError as e:
@@ -121,7 +124,8 @@ class CsiBlockVolumes:
         await self._on_disk("MapVolume.SetUpDevice", "failed to create data dir", _prepare_data,
                             paths.block_data_dir(self._root, pv.name),
                             vol_data.block_data(pv.name, source.driver, source.volume_handle, self.operations.node_name))
-        if pv.name not in self._staged:
+        staged_volume = self._staged.get(pv.name)
+        if staged_volume is None or staged_volume.uncertain:  # uncertain: found after a restart, staged again
             staged = ""
             if Capability.STAGE_UNSTAGE_VOLUME in capabilities:
                 secrets = await secrets_of(self.get, source.node_stage_secret_ref, "NodeStageSecretRef",
@@ -132,7 +136,8 @@ class CsiBlockVolumes:
                                         publish_context=context, secrets=secrets, block=True)
                 await self._call("MapVolume.SetUpDevice", client.node_stage_volume(request, staging, multi_writer))
                 staged = staging
-            self._staged[pv.name] = _Staged(staged)
+            staged_volume = self._staged.setdefault(pv.name, StagedVolume(staged))
+            staged_volume.path, staged_volume.uncertain = staged, False
         attributes = dict(source.volume_attributes)
         if policy.pod_info_on_mount:
             attributes.update(pod_info(pod, ephemeral=False))
@@ -145,13 +150,18 @@ class CsiBlockVolumes:
         # The staging path even for a driver that does not stage: the kubelet always passes it.
         await self._call("MapVolume.MapPodDevice",
                          client.node_publish_volume(request, publish, staging, read_only, multi_writer))
-        self._staged[pv.name].pods.add(pod.uid)
+        staged_volume.pods.add(pod.uid)
         await self._on_disk("MapVolume.MapBlockVolume", "failed to link the pod's device", _link, device, publish)
         return MappedDevice(device, publish)
 
     async def tear_down(self, pod_uid: str, pv_name: str) -> None:
         """Unlink and unpublish the pod's volume; unstage it when no other pod of this agent has
-        it. CsiOperationError when the driver refused (the caller retries)."""
+        it. CsiOperationError when the driver refused (the caller retries; a refused unstage is
+        retried by unstage_leftover)."""
+        async with self._lock(pv_name):
+            await self._tear_down(pod_uid, pv_name)
+
+    async def _tear_down(self, pod_uid: str, pv_name: str) -> None:
         staging, publish, device = self._paths(pod_uid, pv_name)
         await on_disk("UnmapVolume.UnmapBlockVolume failed", _unlink, device)
         data = await on_disk("blockMapper.UnmapPodDevice failed to read volume data", vol_data.load,
@@ -167,17 +177,54 @@ class CsiBlockVolumes:
             raise CsiOperationError(f"{_PREFIX}blockMapper.unpublishVolumeForBlock failed: {e}", e.final) from None
         staged = self._staged.get(pv_name)
         if staged is None:
-            return  # staged by an earlier agent: whether other pods use it is not known here
-        staged.pods.discard(pod_uid)
-        if staged.pods:
             return
-        if staged.path and Capability.STAGE_UNSTAGE_VOLUME in await self.operations.capabilities(client):
-            try:
-                await client.node_unstage_volume(handle, staging)
-            except CsiCallError as e:
-                raise CsiOperationError(f"{_PREFIX}blockMapper.unstageVolumeForBlock failed: {e}", e.final) from None
+        staged.pods.discard(pod_uid)
+        if not staged.pods:
+            await self._unstage(pv_name, staged)
+
+    async def _unstage(self, pv_name: str, staged: StagedVolume) -> None:
+        """NodeUnstageVolume (a driver that stages), then the volume's files."""
+        try:
+            data = await on_disk("blockMapper.unstageVolumeForBlock failed to read volume data", vol_data.load,
+                                 paths.block_data_dir(self._root, pv_name))
+            if data is not None and staged.path:
+                client = self.operations.client(data.get(vol_data.DRIVER_NAME, ""),
+                                                "blockMapper.unstageVolumeForBlock failed to get CSI client")
+                if Capability.STAGE_UNSTAGE_VOLUME in await self.operations.capabilities(client):
+                    try:
+                        await client.node_unstage_volume(data.get(vol_data.VOLUME_HANDLE, ""), staged.path)
+                    except CsiCallError as e:
+                        raise CsiOperationError(f"{_PREFIX}blockMapper.unstageVolumeForBlock failed: {e}",
+                                                e.final) from None
+        except CsiOperationError:
+            staged.uncertain = True  # a leftover now: unstage_leftover tries again
+            raise
         del self._staged[pv_name]
         await on_disk("failed to clean up the volume's block device files", _remove_volume_dirs, self._root, pv_name)
+
+    def adopt(self, pod_uid: str, pv_name: str) -> None:
+        """A pod's published block PV found after a restart: a user of its staging, which is
+        counted as uncertain (staged again at the pod's next set-up)."""
+        try:
+            path = paths.block_staging_path(self._root, pv_name)
+        except paths.CsiPathError:
+            return  # never set up: the name cannot be a directory
+        self._staged.setdefault(pv_name, StagedVolume(path, uncertain=True)).pods.add(pod_uid)
+
+    def adopt_staging(self, pv_name: str, path: str) -> None:
+        """A block staging found after a restart; with no pod it is a leftover."""
+        self._staged.setdefault(pv_name, StagedVolume(path, uncertain=True))
+
+    def leftovers(self) -> list[str]:
+        """The PV names of the stagings no pod uses that are not known to be unstaged."""
+        return [name for name, staged in self._staged.items() if not staged.pods and staged.uncertain]
+
+    async def unstage_leftover(self, pv_name: str) -> None:
+        """NodeUnstageVolume of a leftover staging (if still one); CsiOperationError when refused."""
+        async with self._lock(pv_name):
+            staged = self._staged.get(pv_name)
+            if staged is not None and not staged.pods and staged.uncertain:
+                await self._unstage(pv_name, staged)
 
     @staticmethod
     async def _on_disk(operation: str, what: str, function: Callable[..., Any], *args: Any) -> None:

@@ -2,7 +2,7 @@
 
 Read with a GET handed in. No CSIDriver is not an error: the kubelet's defaults then apply
 (attach required, no pod information, persistent volumes only, fsGroup applied for
-ReadWriteOnce volumes with a filesystem type).
+ReadWriteOnce volumes with a filesystem type, no service account tokens, no republishing).
 """
 
 from __future__ import annotations
@@ -23,6 +23,14 @@ class CsiDriverError(ValueError):
 
 
 @dataclass(frozen=True)
+class TokenRequest:
+    audience: str
+    """"" : the apiserver's own audiences."""
+    expiration_seconds: int | None = None
+    """None: the TokenRequest API's default."""
+
+
+@dataclass(frozen=True)
 class CsiDriverPolicy:
     name: str
     exists: bool
@@ -31,6 +39,11 @@ class CsiDriverPolicy:
     lifecycle_modes: tuple[str, ...] = (PERSISTENT,)
     fs_group_policy: str = FS_GROUP_DEFAULT
     requires_republish: bool = False
+    """NodePublishVolume is called again periodically for a published volume (to refresh tokens...)."""
+    token_requests: tuple[TokenRequest, ...] = ()
+    """The pod's service account tokens the driver is given at NodePublishVolume, one per audience."""
+    token_in_secrets: bool = False
+    """serviceAccountTokenInSecrets: those tokens go in the request's secrets, not its volume_context."""
 
 
 def _flag(name: str, spec: dict[str, Any], key: str, default: bool) -> bool:
@@ -40,6 +53,26 @@ def _flag(name: str, spec: dict[str, Any], key: str, default: bool) -> bool:
     if not isinstance(value, bool):
         raise CsiDriverError(f"CSIDriver {name}: spec.{key}: expected a boolean")
     return value
+
+
+def _token_requests(name: str, spec: dict[str, Any]) -> tuple[TokenRequest, ...]:
+    items = spec.get("tokenRequests")
+    if items is None:
+        return ()
+    if not isinstance(items, list):
+        raise CsiDriverError(f"CSIDriver {name}: spec.tokenRequests: expected a list")
+    out = []
+    for index, item in enumerate(items):
+        where = f"CSIDriver {name}: spec.tokenRequests[{index}]"
+        if not isinstance(item, dict):
+            raise CsiDriverError(f"{where}: expected an object")
+        audience, seconds = item.get("audience") or "", item.get("expirationSeconds")
+        if not isinstance(audience, str):
+            raise CsiDriverError(f"{where}.audience: expected a string")
+        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int) or seconds <= 0):
+            raise CsiDriverError(f"{where}.expirationSeconds: expected a positive integer")
+        out.append(TokenRequest(audience, seconds))
+    return tuple(out)
 
 
 def parse_csidriver(name: str, obj: Any) -> CsiDriverPolicy:
@@ -54,7 +87,8 @@ def parse_csidriver(name: str, obj: Any) -> CsiDriverPolicy:
         raise CsiDriverError(f"CSIDriver {name}: spec.fsGroupPolicy: expected a non-empty string")
     return CsiDriverPolicy(name, True, _flag(name, spec, "attachRequired", True),
                            _flag(name, spec, "podInfoOnMount", False), tuple(modes), policy,
-                           _flag(name, spec, "requiresRepublish", False))
+                           _flag(name, spec, "requiresRepublish", False), _token_requests(name, spec),
+                           _flag(name, spec, "serviceAccountTokenInSecrets", False))
 
 
 async def fetch_driver_policy(get: Get, name: str) -> CsiDriverPolicy:

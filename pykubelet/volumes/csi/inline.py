@@ -6,7 +6,8 @@ volume ID unique to the pod and volume ("csi-" + sha256 of pod UID and volume na
 volume's attributes as volume_context and the data of its nodePublishSecretRef (a Secret in the
 pod's namespace). The driver's CSIDriver must exist and list the Ephemeral lifecycle mode; when
 it sets podInfoOnMount the driver is also told the pod's name, namespace, UID and service account
-(with csi.storage.k8s.io/ephemeral=true). Each failure is a CsiSetupError for the volume's
+(with csi.storage.k8s.io/ephemeral=true), and the pod's service account tokens it lists in its
+tokenRequests. Each failure is a CsiSetupError for the volume's
 FailedMount event; a driver not registered on the node is one of them, so the pod waits for it.
 Teardown is NodeUnpublishVolume of what the pod's vol_data.json records.
 """
@@ -20,7 +21,9 @@ from pykubelet.api.pod import Pod, Volume
 from pykubelet.volumes.csi import paths
 from pykubelet.volumes.csi.csidriver import EPHEMERAL, Get
 from pykubelet.volumes.csi.operations import CsiNodeOperations, CsiOperationError, CsiVolume
-from pykubelet.volumes.csi.pv_setup import CsiSetupError, apply_fs_group, driver_policy, pod_info, secrets_of
+from pykubelet.volumes.csi.pv_setup import (CsiSetupError, add_tokens, apply_fs_group, driver_policy, pod_info,
+                                            secrets_of, token_attributes)
+from pykubelet.volumes.csi.sa_tokens import TokenSource
 from pykubelet.volumes.csi.source import SecretRef
 
 ACCESS_MODE = "ReadWriteOnce"
@@ -81,12 +84,14 @@ def parse_inline_source(pod: Pod, index: int, volume: Volume) -> CsiInlineSource
 class CsiInlineVolumes:
     """The inline CSI volumes of this node's pods; `get` reads API objects (CSIDriver, Secret)."""
 
-    def __init__(self, operations: CsiNodeOperations, get: Get):
+    def __init__(self, operations: CsiNodeOperations, get: Get, tokens: TokenSource | None = None):
         self.operations = operations
         self.get = get
+        self.tokens = tokens
 
-    async def set_up(self, pod: Pod, source: CsiInlineSource) -> str:
-        """Publish the volume into the pod; the host path its containers mount."""
+    async def set_up(self, pod: Pod, source: CsiInlineSource, remount: bool = False) -> str:
+        """Publish the volume into the pod; the host path its containers mount. remount: it was
+        published before (see CsiNodeOperations.publish)."""
         try:
             # First, as the kubelet: a driver not registered (yet) is what the pod waits for.
             self.operations.client(source.driver, "mounter.SetUpAt failed to get CSI client")
@@ -98,11 +103,12 @@ class CsiInlineVolumes:
         context = dict(source.volume_attributes)
         if policy.pod_info_on_mount:
             context.update(pod_info(pod, ephemeral=True))
+        add_tokens(context, secrets, policy, await token_attributes(self.tokens, policy, pod))
         volume = CsiVolume(source.volume, source.driver, paths.inline_volume_handle(pod.uid, source.volume),
                            EPHEMERAL, ACCESS_MODE, source.fs_type, (), source.volume_attributes)
         try:
             published = await self.operations.publish(pod.uid, volume, source.read_only, secrets, context,
-                                                      fs_group=pod.fs_group)
+                                                      fs_group=pod.fs_group, remount=remount)
         except CsiOperationError as e:
             raise CsiSetupError("MountVolume.SetUp", str(e)) from None
         await apply_fs_group(pod, published, policy, source.fs_type, (ACCESS_MODE,), source.read_only)

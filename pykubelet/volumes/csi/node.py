@@ -13,6 +13,7 @@ from pykubelet.volumes.csi.operations import CsiNodeOperations
 from pykubelet.volumes.csi.plugin_watcher import PluginWatcher, registry_dir
 from pykubelet.volumes.csi.pv_setup import CsiPersistentVolumes
 from pykubelet.volumes.csi.registration import CsiRegistrationHandler
+from pykubelet.volumes.csi.sa_tokens import TokenSource
 
 
 @dataclass(frozen=True)
@@ -22,8 +23,9 @@ class CsiNode:
     volumes: CsiPersistentVolumes
 
 
-def build_csi_node(root_dir: str, node_name: str, kube: Client) -> CsiNode:
+def build_csi_node(root_dir: str, node_name: str, kube: Client, tokens: TokenSource | None = None) -> CsiNode:
+    """tokens: the pods' service account tokens, for drivers whose CSIDriver asks for them."""
     drivers = DriverRegistry()
     handler = CsiRegistrationHandler(drivers, NodeInfoWriter(kube, node_name))
     return CsiNode(drivers, PluginWatcher(registry_dir(root_dir), handler),
-                   CsiPersistentVolumes(CsiNodeOperations(root_dir, node_name, drivers), kube.get))
+                   CsiPersistentVolumes(CsiNodeOperations(root_dir, node_name, drivers), kube.get, tokens))

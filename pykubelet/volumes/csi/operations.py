@@ -37,6 +37,10 @@ class CsiOperationError(Exception):
         super().__init__(message)
 
 
+class DriverMissing(CsiOperationError):
+    """No driver of the name is registered (yet): nothing was asked of any driver."""
+
+
 @dataclass(frozen=True)
 class CsiVolume:
     """One CSI volume as the node sets it up."""
@@ -109,7 +113,7 @@ class CsiNodeOperations:
             return self.drivers.client(driver)
         except DriverNotRegistered as e:
             # Transient: the driver may register later (or again, after its pod restarted).
-            raise CsiOperationError(f"{_PREFIX}{who}: {e}") from None
+            raise DriverMissing(f"{_PREFIX}{who}: {e}") from None
 
     async def capabilities(self, client: CsiNodeClient) -> frozenset[int]:
         try:
@@ -172,9 +176,11 @@ class CsiNodeOperations:
 
     async def publish(self, pod_uid: str, volume: CsiVolume, read_only: bool, secrets: Mapping[str, str],
                       volume_context: Mapping[str, str], staging_path: str = "",
-                      fs_group: int | None = None) -> Published:
+                      fs_group: int | None = None, remount: bool = False) -> Published:
         """NodePublishVolume at the pod's target path. volume_context: the volume's attributes with
-        the pod information a podInfoOnMount driver gets; staging_path: what stage() returned."""
+        the pod information a podInfoOnMount driver gets; staging_path: what stage() returned;
+        remount: published before (a republish, or found after a restart), so a refusal leaves
+        the target and its data file alone: the pod may be using what is mounted there."""
         client = self.client(volume.driver, "mounter.SetUpAt failed to get CSI client")
         capabilities = await self.capabilities(client)
         target = self.target_path(pod_uid, volume.spec_name)
@@ -188,7 +194,7 @@ class CsiNodeOperations:
                 self._request(volume, secrets, volume_context, fs_group, capabilities), target, staging_path,
                 read_only, multi_writer=Capability.SINGLE_NODE_MULTI_WRITER in capabilities)
         except CsiCallError as e:
-            if e.final:
+            if e.final and not remount:
                 await on_disk("mounter.SetupAt failed to remove mount dir", remove_mount_dir, target)
             raise rpc_error(e) from None
         return Published(target, fs_group is not None and Capability.VOLUME_MOUNT_GROUP in capabilities)

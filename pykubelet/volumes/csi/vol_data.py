@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 from pykubelet.util.durable import write_file
 from pykubelet.volumes.csi.paths import VOL_DATA_FILE, attachment_name
@@ -54,12 +55,18 @@ def block_data(spec_name: str, driver: str, volume_handle: str, node_name: str) 
             ATTACHMENT_ID: attachment_name(volume_handle, driver, node_name)}
 
 
-def encode(data: dict[str, str]) -> bytes:
-    """The bytes Go's json.Encoder writes for a map[string]string."""
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def go_json(value: Any) -> str:
+    """What Go's json.Marshal writes for value (objects in the order given: Go sorts a map's
+    keys, and keeps a struct's fields in their declared order)."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     for raw, escaped in _GO_ESCAPES.items():
         text = text.replace(raw, escaped)  # these characters only ever occur inside strings
-    return (text + "\n").encode()
+    return text
+
+
+def encode(data: dict[str, str]) -> bytes:
+    """The bytes Go's json.Encoder writes for a map[string]string."""
+    return (go_json(dict(sorted(data.items()))) + "\n").encode()
 
 
 def save(directory: str, data: dict[str, str]) -> None:
