@@ -13,7 +13,6 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Mapping
 
-import tenacity
 
 from pykubelet import KUBELET_VERSION
 from pykubelet.api.pod import Pod
@@ -21,8 +20,8 @@ from pykubelet.api.sysctls import SysctlAllowlist
 from pykubelet.assembly.eviction_part import build_eviction
 from pykubelet.assembly.node_lifecycle_part import build_shutdown, node_swap
 from pykubelet.assembly.pod_path import PodPath, PodPathSettings, WakePath, build_pod_path, build_wake_path
+from pykubelet.assembly.runtime_checks import check_cgroup_driver, wait_for_runtime
 from pykubelet.config import Settings
-from pykubelet.cri import errors
 from pykubelet.cri.client import CRIClient
 from pykubelet.network.manager import NetworkManager
 from pykubelet.node.eviction import EvictionManager
@@ -44,7 +43,6 @@ from pykubelet.runtime.specs import NodeFacts
 from pykubelet.sources.static_files import StaticPodSource
 from pykubelet.util.durations import format_duration
 from pykubelet.util.hostip import default_route_ip
-from pykubelet.util import metrics
 from pykubelet.util.log import get_logger
 from pykubelet.util.tasks import LoopDied, Tasks, after
 
@@ -140,19 +138,6 @@ class Parts:
             await self.api_clients.objects.close()
         if self.cluster is not None:
             await self.cluster.close()
-
-
-async def wait_for_runtime(cri: CRIClient) -> str:
-    """Block until the runtime answers Version; returns "<name>://<version>"."""
-    async for attempt in tenacity.AsyncRetrying(
-            retry=tenacity.retry_if_exception_type(errors.CRIError),
-            wait=tenacity.wait_exponential(multiplier=0.2, max=10),
-            before_sleep=lambda state: log.warning(
-                "Container runtime not answering yet; retrying", endpoint=cri.endpoint,
-                err=str(state.outcome.exception()) if state.outcome else "")):
-        with attempt:
-            version = await cri.version()
-    return f"{version.runtime_name}://{version.runtime_version}"
 
 
 async def build(s: Settings, cri: CRIClient, syncloop_alive: Callable[[], bool]) -> Parts:
@@ -280,33 +265,6 @@ async def credential_plugins(s: Settings) -> CredentialPlugins | None:
         raise LoopDied(f"Failed to register CRI auth plugins: {e}") from None
     log.info("Registered credential provider plugins", providers=[spec.name for spec in specs])
     return plugins_from(specs, bin_dir)
-
-
-async def check_cgroup_driver(s: Settings, cri: CRIClient) -> None:
-    """Adopt the runtime's cgroup driver when it names one (RuntimeConfig), as the kubelet does;
-    otherwise refuse to start when ours is not the one it runs with (runtime/cgroup_driver.py)."""
-    from pykubelet.runtime import cgroup_driver
-
-    reported, info = None, {}
-    try:
-        try:
-            reported = cgroup_driver.from_runtime_config(await cri.runtime_config())
-        except errors.Unimplemented:
-            metrics.CRI_LOSING_SUPPORT.labels("1.37.0").set(1)
-            log.info("CRI implementation should be updated to support RuntimeConfig. "
-                     "Falling back to using cgroupDriver from kubelet config.")
-            info = dict((await cri.status(verbose=True)).info)
-    except errors.CRIError as e:
-        log.warning("Could not ask the runtime for its cgroup driver; trusting cgroupDriver", err=str(e))
-    except ValueError as e:
-        raise LoopDied(str(e)) from None
-    if reported is not None:
-        log.info("Using cgroup driver setting received from the CRI runtime", cgroupDriver=reported)
-        s.runtime.cgroup_driver = reported
-    theirs, source = cgroup_driver.runtime_driver(None, info) if reported is None else (reported, "")
-    problem = cgroup_driver.mismatch(s.runtime.cgroup_driver, theirs, source)
-    if problem:
-        raise LoopDied(problem)
 
 
 def node_manager(s: Settings, cri: CRIClient, cluster: Cluster, wake: WakePath, network: NetworkManager,

@@ -12,7 +12,7 @@ import json
 import grpc
 import pytest
 
-from pykubelet.assembly.parts import check_cgroup_driver
+from pykubelet.assembly.runtime_checks import check_cgroup_driver
 from pykubelet.config import Settings
 from pykubelet.containerd import events_pb2, events_pb2_grpc
 from pykubelet.cri import errors
