@@ -6,39 +6,15 @@ the runtime request timeout, and the next agent runs the pod in that sandbox."""
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 
 from pykubelet.tools.leaks import alive_on
-from pykubelet.tools.shim_checks import SHIM, orphan_shims, running_shims, socket_of
+from pykubelet.tools.shim_checks import orphan_shims, running_shims, socket_of
+from tests.bed.cancelled_sandboxes import processes, wait_for_shim
 from tests.runtime.conftest import ENDPOINT, NODE, AgentProcess, phase, pod_manifest, sandboxes_of, \
     write_manifest
 
 REQUEST_TIMEOUT = 20  # seconds: the agent's --runtime-request-timeout, what bounds its stop
-
-
-def processes() -> set[str]:
-    return set(filter(str.isdigit, os.listdir("/proc")))
-
-
-def wait_for_shim_start(socket: str, seen: set[str], timeout: float) -> bool:
-    """Block until a process `containerd-shim-runc-v2 ... -address <socket> ... start` runs:
-    containerd starting a sandbox's shim. Looks only at processes not `seen` before."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        pids = processes()
-        for pid in pids - seen:
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    argv = f.read().decode(errors="replace").split("\0")
-            except OSError:
-                continue
-            if (argv and os.path.basename(argv[0]) == SHIM and "start" in argv and "-address" in argv
-                    and os.path.realpath(argv[argv.index("-address") + 1]) == socket):
-                return True
-        seen = pids
-        time.sleep(0.002)
-    return False
 
 
 async def new_orphan_shims(before: set[int]) -> list[str]:
@@ -55,7 +31,7 @@ async def test_a_sandbox_being_created_when_the_agent_stops_is_finished_and_used
     shims_before = {s.pid for s in await asyncio.to_thread(running_shims)}
     agent = AgentProcess(tmp_path, manifests, "--runtime-request-timeout", f"{REQUEST_TIMEOUT}s").start()
     try:
-        starting = asyncio.ensure_future(asyncio.to_thread(wait_for_shim_start, socket, processes(), 30))
+        starting = asyncio.ensure_future(asyncio.to_thread(wait_for_shim, socket, False, processes(), 30))
         write_manifest(manifests, "midway", pod_manifest("midway", "sleep 3600"))
         assert await starting, f"containerd never started the pod's shim\n{agent.describe()}"
 

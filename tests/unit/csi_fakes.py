@@ -4,13 +4,18 @@ registration service served by grpcio on unix sockets, and an apiserver's object
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import os
-from typing import Any
+import shutil
+import tempfile
+from dataclasses import dataclass
+from typing import Any, AsyncIterator
 
 import grpc
 
 from pykubelet.kube.errors import Conflict, NotFound
+from pykubelet.volumes.csi.drivers import Driver, DriverRegistry
 from pykubelet.volumes.csi.node_client import Capability
 from pykubelet.volumes.csi.pluginregistration.v1 import api_pb2 as reg
 from pykubelet.volumes.csi.pluginregistration.v1 import api_pb2_grpc as reg_grpc
@@ -105,6 +110,31 @@ async def serve(socket_path: str, add: Any, servicer: Any) -> grpc.aio.Server:
     server.add_insecure_port(f"unix://{socket_path}")
     await server.start()
     return server
+
+
+@dataclass(frozen=True)
+class ServedDriver:
+    root: str
+    """A fresh directory of the test's (the kubelet root goes below it)."""
+    socket: str
+    drivers: DriverRegistry
+    """The node's registered drivers: this one, under its name."""
+
+
+@contextlib.asynccontextmanager
+async def served_node_driver(node: FakeNodeDriver, name: str) -> AsyncIterator[ServedDriver]:
+    """`node` served on a unix socket in a fresh directory, registered as driver `name`; the
+    server stopped and the directory removed afterwards."""
+    root = tempfile.mkdtemp(prefix="csi", dir="/tmp")  # short: unix socket paths are limited
+    socket = os.path.join(root, "csi.sock")
+    server = await serve(socket, csi_grpc.add_NodeServicer_to_server, node)
+    drivers = DriverRegistry()
+    drivers.add(Driver(name, socket, (1, 0, 0)))
+    try:
+        yield ServedDriver(root, socket, drivers)
+    finally:
+        await server.stop(None)
+        shutil.rmtree(root)
 
 
 def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:

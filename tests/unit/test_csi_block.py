@@ -4,9 +4,8 @@ container's volumeDevices turned into CRI devices."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
-import tempfile
 
 import pytest
 
@@ -17,12 +16,10 @@ from pykubelet.volumes.claim_model import parse_volume
 from pykubelet.volumes.claim_volumes import ClaimMount
 from pykubelet.volumes.csi import vol_data
 from pykubelet.volumes.csi.block import CsiBlockVolumes
-from pykubelet.volumes.csi.drivers import Driver, DriverRegistry
 from pykubelet.volumes.csi.node_client import Capability
 from pykubelet.volumes.csi.operations import CsiNodeOperations
 from pykubelet.volumes.csi.v1 import csi_pb2 as csi
-from pykubelet.volumes.csi.v1 import csi_pb2_grpc as csi_grpc
-from tests.unit.csi_fakes import FakeApi, FakeNodeDriver, serve
+from tests.unit.csi_fakes import FakeApi, FakeNodeDriver, served_node_driver
 
 DRIVER = "hostpath.csi.k8s.io"
 PV = parse_volume({"metadata": {"name": "pvc-1"}, "spec": {
@@ -34,25 +31,20 @@ def pod(uid: str) -> Pod:
     return Pod(name=f"db-{uid}", namespace="default", uid=uid, containers=(), raw={"spec": {}})
 
 
+@contextlib.asynccontextmanager
 async def _bed(capabilities: tuple[int, ...]):
-    root = tempfile.mkdtemp(prefix="csi", dir="/tmp")  # short: unix socket paths are limited
     node = FakeNodeDriver(capabilities=capabilities)
-    socket = os.path.join(root, "csi.sock")
-    server = await serve(socket, csi_grpc.add_NodeServicer_to_server, node)
-    drivers = DriverRegistry()
-    drivers.add(Driver(DRIVER, socket, (1, 0, 0)))
-    api = FakeApi()
-    api.put(f"/apis/storage.k8s.io/v1/csidrivers/{DRIVER}", {"spec": {"attachRequired": False}})
-    return node, CsiBlockVolumes(CsiNodeOperations(os.path.join(root, "kubelet"), "node1", drivers), api.get), \
-        root, server
+    async with served_node_driver(node, DRIVER) as served:
+        api = FakeApi()
+        api.put(f"/apis/storage.k8s.io/v1/csidrivers/{DRIVER}", {"spec": {"attachRequired": False}})
+        ops = CsiNodeOperations(os.path.join(served.root, "kubelet"), "node1", served.drivers)
+        yield node, CsiBlockVolumes(ops, api.get), served.root
 
 
 @pytest.fixture
 async def staging_driver():
-    node, volumes, root, server = await _bed((Capability.STAGE_UNSTAGE_VOLUME,))
-    yield node, volumes, root
-    await server.stop(None)
-    shutil.rmtree(root)
+    async with _bed((Capability.STAGE_UNSTAGE_VOLUME,)) as bed:
+        yield bed
 
 
 async def test_a_block_volume_is_staged_published_and_linked_at_the_kubelets_paths(staging_driver):
@@ -93,13 +85,9 @@ async def test_two_pods_share_the_staging_which_goes_with_the_last_and_its_files
 
 
 async def test_a_driver_that_does_not_stage_publishes_only():
-    node, volumes, root, server = await _bed(())
-    try:
+    async with _bed(()) as (node, volumes, _):
         mapped = await volumes.set_up(pod("u1"), PV, read_only=False)
         await volumes.tear_down("u1", "pvc-1")
-    finally:
-        await server.stop(None)
-        shutil.rmtree(root)
     assert node.calls("NodeStageVolume") == [] and node.calls("NodeUnstageVolume") == []
     assert [r.target_path for r in node.calls("NodeUnpublishVolume")] == [mapped.publish_path]
 

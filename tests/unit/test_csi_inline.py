@@ -6,21 +6,17 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-import shutil
-import tempfile
 from typing import Any
 
 import pytest
 
 from pykubelet.api.pod import Pod, parse_pod
 from pykubelet.volumes.csi import vol_data
-from pykubelet.volumes.csi.drivers import Driver, DriverRegistry
 from pykubelet.volumes.csi.inline import CsiInlineSource, CsiInlineVolumes, InlineSourceError, parse_inline_source
 from pykubelet.volumes.csi.node_client import Capability
 from pykubelet.volumes.csi.operations import CsiNodeOperations
 from pykubelet.volumes.csi.pv_setup import CsiSetupError
-from pykubelet.volumes.csi.v1 import csi_pb2_grpc as csi_grpc
-from tests.unit.csi_fakes import FakeApi, FakeNodeDriver, serve
+from tests.unit.csi_fakes import FakeApi, FakeNodeDriver, served_node_driver
 
 DRIVER = "inline.csi.k8s.io"
 CSIDRIVER = f"/apis/storage.k8s.io/v1/csidrivers/{DRIVER}"
@@ -59,18 +55,12 @@ def test_a_bad_field_is_named_with_the_pod_and_the_volume(csi, field, why):
 
 @pytest.fixture
 async def bed():
-    root = tempfile.mkdtemp(prefix="csi", dir="/tmp")  # short: unix socket paths are limited
     # A driver that stages: an inline volume is published without it all the same.
     node = FakeNodeDriver(capabilities=(Capability.STAGE_UNSTAGE_VOLUME,))
-    socket = os.path.join(root, "csi.sock")
-    server = await serve(socket, csi_grpc.add_NodeServicer_to_server, node)
-    drivers = DriverRegistry()
-    drivers.add(Driver(DRIVER, socket, (1, 0, 0)))
-    api = FakeApi()
-    volumes = CsiInlineVolumes(CsiNodeOperations(os.path.join(root, "kubelet"), "node1", drivers), api.get)
-    yield node, api, volumes, root
-    await server.stop(None)
-    shutil.rmtree(root)
+    async with served_node_driver(node, DRIVER) as served:
+        api = FakeApi()
+        ops = CsiNodeOperations(os.path.join(served.root, "kubelet"), "node1", served.drivers)
+        yield node, api, CsiInlineVolumes(ops, api.get), served.root
 
 
 def ephemeral_driver(api: FakeApi, **spec: Any) -> None:

@@ -5,20 +5,16 @@ from __future__ import annotations
 
 import base64
 import os
-import shutil
-import tempfile
 
 import pytest
 
 from pykubelet.api.pod import Pod
 from pykubelet.volumes.claim_model import parse_volume
 from pykubelet.volumes.csi import paths
-from pykubelet.volumes.csi.drivers import Driver, DriverRegistry
 from pykubelet.volumes.csi.node_client import Capability
 from pykubelet.volumes.csi.operations import CsiNodeOperations
 from pykubelet.volumes.csi.pv_setup import CsiPersistentVolumes, CsiSetupError
-from pykubelet.volumes.csi.v1 import csi_pb2_grpc as csi_grpc
-from tests.unit.csi_fakes import FakeApi, FakeNodeDriver, serve
+from tests.unit.csi_fakes import FakeApi, FakeNodeDriver, served_node_driver
 
 DRIVER = "hostpath.csi.k8s.io"
 CSIDRIVER = f"/apis/storage.k8s.io/v1/csidrivers/{DRIVER}"
@@ -37,17 +33,11 @@ def pod(uid: str) -> Pod:
 
 @pytest.fixture
 async def bed():
-    root = tempfile.mkdtemp(prefix="csi", dir="/tmp")  # short: unix socket paths are limited
     node = FakeNodeDriver(capabilities=(Capability.STAGE_UNSTAGE_VOLUME,))
-    socket = os.path.join(root, "csi.sock")
-    server = await serve(socket, csi_grpc.add_NodeServicer_to_server, node)
-    drivers = DriverRegistry()
-    drivers.add(Driver(DRIVER, socket, (1, 0, 0)))
-    api = FakeApi()
-    volumes = CsiPersistentVolumes(CsiNodeOperations(os.path.join(root, "kubelet"), "node1", drivers), api.get)
-    yield node, api, volumes, root
-    await server.stop(None)
-    shutil.rmtree(root)
+    async with served_node_driver(node, DRIVER) as served:
+        api = FakeApi()
+        ops = CsiNodeOperations(os.path.join(served.root, "kubelet"), "node1", served.drivers)
+        yield node, api, CsiPersistentVolumes(ops, api.get), served.root
 
 
 def attached(api: FakeApi, metadata: dict[str, str]) -> None:

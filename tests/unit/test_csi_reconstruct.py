@@ -6,8 +6,6 @@ pod's files stay until then. A restart is a fresh CsiPodVolumes over the same ro
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 
 import grpc
 import pytest
@@ -22,8 +20,7 @@ from pykubelet.volumes.csi.operations import CsiNodeOperations
 from pykubelet.volumes.csi.pod_volumes import CsiPodVolumes
 from pykubelet.volumes.csi.pv_setup import CsiPersistentVolumes
 from pykubelet.volumes.csi.reconstruct import scan
-from pykubelet.volumes.csi.v1 import csi_pb2_grpc as csi_grpc
-from tests.unit.csi_fakes import FakeApi, FakeNodeDriver, serve
+from tests.unit.csi_fakes import FakeApi, FakeNodeDriver, served_node_driver
 
 DRIVER = "hostpath.csi.k8s.io"
 
@@ -82,13 +79,9 @@ class Bed:
 
 @pytest.fixture
 async def bed():
-    root = tempfile.mkdtemp(prefix="csi", dir="/tmp")  # short: unix socket paths are limited
     node = FakeNodeDriver(capabilities=(Capability.STAGE_UNSTAGE_VOLUME,))
-    socket = os.path.join(root, "csi.sock")
-    server = await serve(socket, csi_grpc.add_NodeServicer_to_server, node)
-    yield Bed(root, socket, node)
-    await server.stop(None)
-    shutil.rmtree(root)
+    async with served_node_driver(node, DRIVER) as served:
+        yield Bed(served.root, served.socket, node)
 
 
 async def test_a_pod_still_here_after_a_restart_gets_its_volume_staged_and_published_again(bed):

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from typing import Any
 
 import grpc
@@ -18,13 +16,11 @@ from pykubelet.kube.errors import KubeError
 from pykubelet.kube.tokens import TokenManager
 from pykubelet.volumes.claim_model import parse_volume
 from pykubelet.volumes.csi.csidriver import CsiDriverError, TokenRequest, parse_csidriver
-from pykubelet.volumes.csi.drivers import Driver, DriverRegistry
 from pykubelet.volumes.csi.inline import CsiInlineSource
 from pykubelet.volumes.csi.operations import CsiNodeOperations
 from pykubelet.volumes.csi.pod_volumes import CsiPodVolumes
 from pykubelet.volumes.csi.pv_setup import CsiPersistentVolumes, CsiSetupError
-from pykubelet.volumes.csi.v1 import csi_pb2_grpc as csi_grpc
-from tests.unit.csi_fakes import FakeApi, FakeNodeDriver, serve
+from tests.unit.csi_fakes import FakeApi, FakeNodeDriver, served_node_driver
 
 DRIVER = "secrets-store.csi.k8s.io"
 CSIDRIVER = f"/apis/storage.k8s.io/v1/csidrivers/{DRIVER}"
@@ -52,19 +48,12 @@ class TokenKube:
 
 @pytest.fixture
 async def bed():
-    root = tempfile.mkdtemp(prefix="csi", dir="/tmp")  # short: unix socket paths are limited
     node = FakeNodeDriver(capabilities=())
-    socket = os.path.join(root, "csi.sock")
-    server = await serve(socket, csi_grpc.add_NodeServicer_to_server, node)
-    drivers = DriverRegistry()
-    drivers.add(Driver(DRIVER, socket, (1, 0, 0)))
-    api, kube = FakeApi(), TokenKube()
-    tokens = TokenManager(kube, clock=lambda: 1e9 - 3600)  # the tokens are fresh
-    volumes = CsiPodVolumes(CsiPersistentVolumes(CsiNodeOperations(os.path.join(root, "kubelet"), "node1", drivers),
-                                                 api.get, tokens), api.get)
-    yield node, api, kube, volumes
-    await server.stop(None)
-    shutil.rmtree(root)
+    async with served_node_driver(node, DRIVER) as served:
+        api, kube = FakeApi(), TokenKube()
+        tokens = TokenManager(kube, clock=lambda: 1e9 - 3600)  # the tokens are fresh
+        ops = CsiNodeOperations(os.path.join(served.root, "kubelet"), "node1", served.drivers)
+        yield node, api, kube, CsiPodVolumes(CsiPersistentVolumes(ops, api.get, tokens), api.get)
 
 
 def csidriver(api: FakeApi, **spec: Any) -> None:

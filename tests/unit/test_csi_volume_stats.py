@@ -4,19 +4,14 @@ alone, and a measurement is served again until it is a minute old."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 
 import grpc
 import pytest
 
-from pykubelet.volumes.csi.drivers import Driver, DriverRegistry
 from pykubelet.volumes.csi.node_client import Capability
 from pykubelet.volumes.csi.v1 import csi_pb2 as csi
-from pykubelet.volumes.csi.v1 import csi_pb2_grpc as csi_grpc
 from pykubelet.volumes.csi.volume_stats import CsiInUse, CsiVolumeStats
-from tests.unit.csi_fakes import FakeNodeDriver, serve
+from tests.unit.csi_fakes import FakeNodeDriver, served_node_driver
 
 DRIVER = "hostpath.csi.k8s.io"
 GiB = 2**30
@@ -36,20 +31,13 @@ class Clock:
 
 @pytest.fixture
 async def bed():
-    root = tempfile.mkdtemp(prefix="csi", dir="/tmp")  # short: unix socket paths are limited
     node = FakeNodeDriver(capabilities=(Capability.STAGE_UNSTAGE_VOLUME, Capability.GET_VOLUME_STATS))
     node.usage = [csi.VolumeUsage(unit=csi.VolumeUsage.BYTES, available=3 * GiB, total=4 * GiB, used=GiB),
                   csi.VolumeUsage(unit=csi.VolumeUsage.INODES, available=900, total=1000, used=100)]
-    socket = os.path.join(root, "csi.sock")
-    server = await serve(socket, csi_grpc.add_NodeServicer_to_server, node)
-    drivers = DriverRegistry()
-    drivers.add(Driver(DRIVER, socket, (1, 0, 0)))
-    in_use = {"u1": [CLAIMED, INLINE]}
-    clock = Clock()
-    stats = CsiVolumeStats(drivers, lambda uid: in_use.get(uid, []), clock=clock)
-    yield node, stats, in_use, clock
-    await server.stop(None)
-    shutil.rmtree(root)
+    async with served_node_driver(node, DRIVER) as served:
+        in_use = {"u1": [CLAIMED, INLINE]}
+        clock = Clock()
+        yield node, CsiVolumeStats(served.drivers, lambda uid: in_use.get(uid, []), clock=clock), in_use, clock
 
 
 async def test_each_volume_is_reported_by_its_pod_volume_name_with_the_claim_it_comes_from(bed):
