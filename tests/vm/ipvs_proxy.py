@@ -75,9 +75,11 @@ def _address(hex_address: str) -> str:
 
 
 def fetch(cluster: Cluster, url: str) -> str:
-    """GET from the node itself (the venv's Python: the image need not have curl)."""
+    """GET from the node itself (the venv's Python: the image need not have curl); the body, or
+    the client's error when there is none."""
     code = f"import urllib.request; print(urllib.request.urlopen({url!r}, timeout=10).read().decode())"
-    return cluster.cp.ssh(f"/opt/pykubelet/venv/bin/python -c {json.dumps(code)}", timeout=60, check=False).stdout
+    result = cluster.cp.ssh(f"/opt/pykubelet/venv/bin/python -c {json.dumps(code)}", timeout=60, check=False)
+    return result.stdout if result.returncode == 0 else f"{result.stdout}{result.stderr[-600:]}"
 
 
 def describe(cluster: Cluster) -> str:
@@ -113,7 +115,8 @@ async def test_a_cluster_ip_and_a_node_port_lead_to_the_pod(cluster: Cluster):
     assert servers[f"{cluster.cp.ip}:30080/TCP"]["real"] == {endpoint: 1}
     sets = cluster.cp.ssh("iptables-save -t nat | grep -c 'match-set KUBE-CLUSTER-IP'", timeout=60).stdout
     assert int(sets) >= 1
-    for url in (f"http://{cluster_ip}/", f"http://{cluster.cp.ip}:30080/"):
+    # The pod itself first: a failure below is then the Service path's, not the pod's.
+    for url in (f"http://{endpoint}/", f"http://{cluster_ip}/", f"http://{cluster.cp.ip}:30080/"):
         body = fetch(cluster, url)
         assert body.strip() == "hello-from-web", (url, body, describe(cluster))
 
