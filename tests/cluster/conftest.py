@@ -10,13 +10,13 @@ import pathlib
 import secrets
 import subprocess
 from datetime import datetime
-from typing import Any, Iterator
+from typing import Any, AsyncIterator, Iterator
 
 import pytest
 import yaml
 
 from tests.helpers import unmount_under, wait_for
-from tests.runtime.conftest import BUSYBOX, NODE, AgentProcess, cri  # noqa: F401  (cri: a fixture)
+from tests.runtime.conftest import BUSYBOX, ENDPOINT, NODE, AgentProcess, cri  # noqa: F401  (cri: a fixture)
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CLUSTER_SH = REPO / "tests" / "bed" / "cluster.sh"
@@ -114,27 +114,35 @@ async def namespace(cluster):
 TEST_EVICTION_HARD = "--eviction-hard=memory.available<100Mi"
 
 
-def start_joined_agent(tmp_path: pathlib.Path, *flags: str) -> AgentProcess:
-    """pykubelet started as node `pkltest` with a node identity (tmp_path/manifests its static pods)."""
+def start_joined_agent(tmp_path: pathlib.Path, *flags: str, endpoint: str = ENDPOINT) -> AgentProcess:
+    """pykubelet started as node `pkltest` with a node identity (tmp_path/manifests its static pods),
+    on the containerd at `endpoint` (the machine's by default)."""
     manifests = tmp_path / "manifests"
     manifests.mkdir()
     kubeconfig = tmp_path / "node.kubeconfig"
     cluster_sh("node-kubeconfig", NODE, str(kubeconfig), timeout=60)
     # The client CA lets the apiserver in with its kubelet client certificate (logs, exec, stats).
     return AgentProcess(tmp_path, manifests, "--kubeconfig", str(kubeconfig), "--client-ca-file",
-                        str(STATE / "pki" / "ca.crt"), TEST_EVICTION_HARD, *flags).start()
+                        str(STATE / "pki" / "ca.crt"), TEST_EVICTION_HARD, *flags, endpoint=endpoint).start()
 
 
-@pytest.fixture
-async def node_agent(cluster, cri, tmp_path: pathlib.Path):  # noqa: F811
-    """pykubelet joined to the cluster as node `pkltest`, with a node identity, until it is Ready."""
-    agent = start_joined_agent(tmp_path, "--node-labels", "pykubelet.test/role=worker")
+@contextlib.asynccontextmanager
+async def ready_node_agent(tmp_path: pathlib.Path, endpoint: str = ENDPOINT) -> AsyncIterator[AgentProcess]:
+    """pykubelet joined to the cluster as node `pkltest`, with a node identity, once it is Ready."""
+    agent = start_joined_agent(tmp_path, "--node-labels", "pykubelet.test/role=worker", endpoint=endpoint)
     try:
         await wait_ready(agent)
         yield agent
     finally:  # also when it never got Ready: an agent left running would serve the next tests' pods
         agent.shutdown()
         unmount_under(str(tmp_path))  # pods left running keep their token tmpfs mounted
+
+
+@pytest.fixture
+async def node_agent(cluster, cri, tmp_path: pathlib.Path):  # noqa: F811
+    """pykubelet joined to the cluster on the machine's containerd, until the test ends."""
+    async with ready_node_agent(tmp_path) as agent:
+        yield agent
 
 
 def sleeper_deployment(namespace: str, replicas: int, name: str = "sleeper") -> dict[str, Any]:

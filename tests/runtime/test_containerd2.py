@@ -7,41 +7,22 @@ deprecation condition on this cgroup v1 host."""
 
 from __future__ import annotations
 
-import pathlib
-import subprocess
-
 import pytest
 
 from pykubelet.cri.client import CRIClient
 from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.node.status import NodeHealth, observe_runtime_conditions
+from tests.runtime.containerd2 import containerd2
 from tests.runtime.conftest import NODE, AgentProcess, main_status, phase, pod_manifest, remove_test_pods, \
     write_manifest
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-BED = REPO / "tests" / "bed"
 NAME = "pkl-cd2-sample"
-
-
-def built() -> bool:
-    bin_dir = subprocess.run(["bash", str(BED / "build-containerd2.sh"), "--bin-dir"], capture_output=True,
-                             text=True, check=True).stdout.strip()
-    return (pathlib.Path(bin_dir) / ".stamp").is_file()
 
 
 @pytest.fixture(scope="module")
 def endpoint():
-    if not built():
-        pytest.fail("containerd 2.x is not built: run `make containerd2` (tests/bed/build-containerd2.sh)")
-    node = ["bash", str(BED / "containerd-node.sh")]
-    subprocess.run([*node, "down", NAME], capture_output=True, timeout=180)  # a killed run's leftover
-    try:
-        up = subprocess.run([*node, "up", NAME, "--containerd2", "--cni-conf-dir", "/etc/cni/net.d"],
-                            capture_output=True, text=True, timeout=300)
-        assert up.returncode == 0, f"containerd 2.x did not start: {up.stderr[-3000:]}"
-        yield up.stdout.strip().splitlines()[-1]
-    finally:
-        subprocess.run([*node, "down", NAME], capture_output=True, timeout=180)
+    with containerd2(NAME) as cri_endpoint:
+        yield cri_endpoint
 
 
 @pytest.fixture
