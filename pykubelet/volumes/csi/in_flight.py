@@ -31,9 +31,9 @@ Work = Callable[[], Awaitable[list[CsiOperationError]]]
 """A piece of driver work; the failures it met (none: done)."""
 
 
-def _exact(key: str) -> str:
-    """The back-off's key: Backoff.forget drops every key with a prefix, and no key of ours
-    contains a NUL, so none of these is a prefix of another."""
+def backoff_key(key: str) -> str:
+    """`key` as a Backoff's key: Backoff.forget drops every key with the prefix it is given, and
+    no key of ours contains a NUL, so none of these is a prefix of another."""
     return key + "\0"
 
 
@@ -44,7 +44,7 @@ class InFlight:
 
     def start(self, key: str, work: Work) -> None:
         """Start `work` as its own task, unless work of `key` is in flight or backing off."""
-        if key in self._tasks or self._retry.in_backoff_since_update(_exact(key)):
+        if key in self._tasks or self._retry.in_backoff_since_update(backoff_key(key)):
             return
         self._tasks[key] = asyncio.create_task(self._run(key, work), name=f"csi-housekeeping {key}")
 
@@ -60,9 +60,9 @@ class InFlight:
         finally:
             del self._tasks[key]
         if not failures:
-            self._retry.forget(_exact(key))
+            self._retry.forget(backoff_key(key))
         elif not all(isinstance(e, DriverMissing) for e in failures):
-            self._retry.next(_exact(key), self._retry.clock())
+            self._retry.next(backoff_key(key), self._retry.clock())
 
     async def settle(self) -> None:
         """Until no work is in flight (what was started, and what finishing work started)."""

@@ -65,7 +65,7 @@ class CsiPodVolumes:
         self.block = CsiBlockVolumes(persistent.operations, get)
         self._published: dict[str, dict[str, _Published]] = {}  # pod UID -> spec name -> its volume
         self._in_flight = InFlight(clock)
-        self._republisher = CsiRepublisher(self._republish_targets, self._republish, get, clock)
+        self.republisher = CsiRepublisher(self._republish_targets, self._republish, get, clock)
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         """A volume's teardown and its republish, one at a time: never published again once torn down."""
 
@@ -183,11 +183,12 @@ class CsiPodVolumes:
                 self._in_flight.start(f"volume/{uid}/{spec_name}",
                                       lambda u=uid, n=spec_name: self._tear_down(u, n, u))
         for handle_key in self.persistent.leftovers():
-            self._in_flight.start(f"staging/{handle_key[0]}/{handle_key[1]}",
-                                  lambda k=handle_key: _unstage_leftover(self.persistent.unstage_leftover(k)))
+            key = f"staging/{handle_key[0]}/{handle_key[1]}"
+            self._in_flight.start(key, lambda k=key, h=handle_key:
+                                  _unstage_leftover(k, self.persistent.unstage_leftover(h)))
         for pv_name in self.block.leftovers():
-            self._in_flight.start(f"block-staging/{pv_name}",
-                                  lambda p=pv_name: _unstage_leftover(self.block.unstage_leftover(p)))
+            key = f"block-staging/{pv_name}"
+            self._in_flight.start(key, lambda k=key, p=pv_name: _unstage_leftover(k, self.block.unstage_leftover(p)))
         return self.holders()
 
     async def settle(self) -> None:
@@ -222,19 +223,19 @@ class CsiPodVolumes:
 
     async def republish(self, periodic: bool = True) -> None:
         """Publish again the volumes of the drivers that require it (republish.py)."""
-        await self._republisher.republish(periodic)
+        await self.republisher.republish(periodic)
 
     async def run_republish(self, recorder: EventRecorder | None = None, period: float = REPUBLISH_SECONDS) -> None:
         """The republish loop (one of the agent's loops while it has an apiserver); a failure
         is an event on its pod through `recorder`."""
-        self._republisher.recorder = recorder
-        await self._republisher.run(period)
+        self.republisher.recorder = recorder
+        await self.republisher.run(period)
 
 
-async def _unstage_leftover(unstage: Awaitable[None]) -> list[CsiOperationError]:
+async def _unstage_leftover(key: str, unstage: Awaitable[None]) -> list[CsiOperationError]:
     try:
         await unstage
     except CsiOperationError as e:
-        log.warning("UnmountDevice failed for a staging no pod uses", err=str(e))
+        log.warning("UnmountDevice failed for a staging no pod uses", staging=key, err=str(e))
         return [e]
     return []

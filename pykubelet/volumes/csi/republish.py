@@ -27,7 +27,7 @@ from pykubelet.kube.events import WARNING, EventRecorder, pod_ref
 from pykubelet.util.backoff import Backoff
 from pykubelet.util.log import get_logger
 from pykubelet.volumes.csi.csidriver import CsiDriverError, Get, fetch_driver_policy
-from pykubelet.volumes.csi.in_flight import RETRY_INITIAL_SECONDS, RETRY_MAX_SECONDS
+from pykubelet.volumes.csi.in_flight import RETRY_INITIAL_SECONDS, RETRY_MAX_SECONDS, backoff_key
 from pykubelet.volumes.csi.pv_setup import CsiSetupError
 
 log = get_logger(__name__)
@@ -49,7 +49,7 @@ class RepublishTarget:
 
     @property
     def key(self) -> str:
-        return f"{self.pod.uid}/{self.spec_name}\0"  # NUL: no key is a prefix of another (Backoff.forget)
+        return backoff_key(f"{self.pod.uid}/{self.spec_name}")
 
 
 Targets = Callable[[], list[RepublishTarget]]
