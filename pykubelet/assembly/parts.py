@@ -105,7 +105,8 @@ class Parts:
             tasks.loop("service-watch", self.api_clients.services.run())
             if self.api_clients.csi is not None:
                 tasks.loop("csi-plugin-registration", self.api_clients.csi.watcher.run())
-                tasks.loop("csi-republish", self.pods.deps.syncer.api_volumes.claims.csi_pods.run_republish())
+                tasks.loop("csi-republish", self.pods.deps.syncer.api_volumes.claims.csi_pods.run_republish(
+                    self.pods.wake.recorder))
         if self.node is not None:
             tasks.loop("node-status", self.node.run())
             # Ready may turn True now, not at the next status period.

@@ -35,6 +35,13 @@ def pod(uid: str) -> Pod:
     return Pod(name=f"web-{uid}", namespace="default", uid=uid, containers=(), raw={"spec": {}})
 
 
+async def cleaned(agent: CsiPodVolumes, known: set[str]) -> set[str]:
+    """A housekeeping pass's CSI work, waited for (it runs in tasks of its own); the pods still holding a volume."""
+    await agent.clean_up(known)
+    await agent.settle()
+    return agent.holders()
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = 1000.0
@@ -50,14 +57,17 @@ class Bed:
         self.api.put(f"/apis/storage.k8s.io/v1/csidrivers/{DRIVER}",
                      {"spec": {"attachRequired": False, "volumeLifecycleModes": ["Persistent", "Ephemeral"]}})
         self.clock = Clock()
+        self.agents: list[CsiPodVolumes] = []
 
     def agent(self, registered: bool = True) -> CsiPodVolumes:
         """A fresh agent over the root directory (a restart)."""
         drivers = DriverRegistry()
         if registered:
             self.register(drivers)
-        return CsiPodVolumes(CsiPersistentVolumes(CsiNodeOperations(self.kubelet, "node1", drivers), self.api.get),
-                             self.api.get, self.clock)
+        agent = CsiPodVolumes(CsiPersistentVolumes(CsiNodeOperations(self.kubelet, "node1", drivers), self.api.get),
+                              self.api.get, self.clock)
+        self.agents.append(agent)
+        return agent
 
     def register(self, drivers: DriverRegistry) -> None:
         drivers.add(Driver(DRIVER, self.socket, (1, 0, 0)))
@@ -81,7 +91,10 @@ class Bed:
 async def bed():
     node = FakeNodeDriver(capabilities=(Capability.STAGE_UNSTAGE_VOLUME,))
     async with served_node_driver(node, DRIVER) as served:
-        yield Bed(served.root, served.socket, node)
+        bed = Bed(served.root, served.socket, node)
+        yield bed
+        for agent in bed.agents:
+            await agent.stop()
 
 
 async def test_a_pod_still_here_after_a_restart_gets_its_volume_staged_and_published_again(bed):
@@ -91,7 +104,7 @@ async def test_a_pod_still_here_after_a_restart_gets_its_volume_staged_and_publi
     second = bed.agent()
     await second.reconstruct()
     assert second.holders() == {"u1"} and second.in_use("u1") == []  # no pod volume name known yet
-    assert await second.clean_up({"u1"}) == {"u1"} and bed.node.calls("NodeUnpublishVolume") == []
+    assert await cleaned(second, {"u1"}) == {"u1"} and bed.node.calls("NodeUnpublishVolume") == []
 
     assert await second.set_up_pv(pod("u1"), "data", "data", pv(), read_only=False) == path
     # As the kubelet with a volume it is not sure of: both steps again (both idempotent).
@@ -111,13 +124,13 @@ async def test_a_pod_deleted_while_the_agent_was_down_is_unpublished_once_its_dr
 
     second = bed.agent(registered=False)  # the driver's pod registers after the agent starts
     await second.reconstruct()
-    assert await second.clean_up(set()) == {"u1"}
+    assert await cleaned(second, set()) == {"u1"}
     assert bed.node.calls("NodeUnpublishVolume") == [] and os.path.isdir(path)  # nothing removed meanwhile
     assert os.path.isfile(f"{bed.volume_dir('u1')}/vol_data.json")
 
     bed.register(second.persistent.operations.drivers)
     bed.clock.now += 0.1  # no back-off: an unregistered driver is asked for as soon as it is there
-    assert await second.clean_up(set()) == set()
+    assert await cleaned(second, set()) == set()
     assert bed.calls("NodeUnpublishVolume") == [("vol-1", path)]
     assert bed.calls("NodeUnstageVolume") == [("vol-1", bed.staging())]
     assert not os.path.exists(bed.volume_dir("u1")) and not os.path.exists(os.path.dirname(bed.staging()))
@@ -130,7 +143,7 @@ async def test_of_two_pods_sharing_a_staging_the_deleted_one_is_unpublished_and_
 
     second = bed.agent()
     await second.reconstruct()
-    assert await second.clean_up({"u2"}) == {"u2"}
+    assert await cleaned(second, {"u2"}) == {"u2"}
     assert [t for _, t in bed.calls("NodeUnpublishVolume")] == [f"{bed.volume_dir('u1')}/mount"]
     assert bed.node.calls("NodeUnstageVolume") == []
 
@@ -146,7 +159,7 @@ async def test_a_staging_left_without_pods_is_unstaged(bed):
     second = bed.agent()
     found = await second.reconstruct()
     assert found.volumes == () and [s.path for s in found.stagings] == [bed.staging()]
-    assert await second.clean_up(set()) == set()
+    assert await cleaned(second, set()) == set()
     assert bed.calls("NodeUnstageVolume") == [("vol-1", bed.staging())]
 
 
@@ -156,21 +169,21 @@ async def test_a_driver_refusing_to_unpublish_is_asked_again_with_back_off_and_t
     bed.node.fail["NodeUnpublishVolume"] = grpc.StatusCode.FAILED_PRECONDITION
 
     assert not await first.unpublish("u1", "default/web-u1")  # the pod's own teardown
-    assert await first.clean_up(set()) == {"u1"}  # the pod is gone: housekeeping's turn
+    assert await cleaned(first, set()) == {"u1"}  # the pod is gone: housekeeping's turn
     assert len(bed.node.calls("NodeUnpublishVolume")) == 2
-    assert await first.clean_up(set()) == {"u1"}
+    assert await cleaned(first, set()) == {"u1"}
     assert len(bed.node.calls("NodeUnpublishVolume")) == 2  # backing off
     bed.clock.now += 0.6
-    await first.clean_up(set())
+    await cleaned(first, set())
     assert len(bed.node.calls("NodeUnpublishVolume")) == 3
     bed.clock.now += 0.6
-    await first.clean_up(set())
+    await cleaned(first, set())
     assert len(bed.node.calls("NodeUnpublishVolume")) == 3  # the back-off doubled
     assert os.path.isdir(path) and os.path.isfile(f"{bed.volume_dir('u1')}/vol_data.json")
 
     del bed.node.fail["NodeUnpublishVolume"]
     bed.clock.now += 0.6
-    assert await first.clean_up(set()) == set()
+    assert await cleaned(first, set()) == set()
     assert not os.path.exists(bed.volume_dir("u1")) and len(bed.node.calls("NodeUnstageVolume")) == 1
 
 
@@ -183,7 +196,7 @@ async def test_a_block_volume_is_found_by_its_publish_path_and_torn_down(bed):
     second = bed.agent()
     found = await second.reconstruct()
     assert [(v.pod_uid, v.spec_name, v.block) for v in found.volumes] == [("u1", "pvc-1", True)]
-    assert await second.clean_up(set()) == set()
+    assert await cleaned(second, set()) == set()
     assert bed.calls("NodeUnpublishVolume") == [("vol-1", f"{devices}/publish/pvc-1/u1")]
     assert bed.calls("NodeUnstageVolume") == [("vol-1", f"{devices}/staging/pvc-1")]
     assert not os.path.exists(f"{devices}/pvc-1")
@@ -195,7 +208,7 @@ async def test_an_inline_volume_is_unpublished_with_its_pod_volume_id(bed):
 
     second = bed.agent()
     await second.reconstruct()
-    assert await second.clean_up(set()) == set()
+    assert await cleaned(second, set()) == set()
     assert bed.calls("NodeUnpublishVolume") == [(paths.inline_volume_handle("u1", "scratch"),
                                                  f"{bed.volume_dir('u1', 'scratch')}/mount")]
     assert bed.node.calls("NodeUnstageVolume") == []

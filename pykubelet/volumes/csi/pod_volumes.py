@@ -9,11 +9,10 @@ that happens outside a pod's own sync: the kubelet's actual state of world for i
   again at its next sync (NodeStage and NodePublish are idempotent), then they are its own again.
 - clean_up(known), from housekeeping once every pod source has spoken: the volumes of pods that
   are gone (deleted while the agent was down, or whose unpublish was refused) are unpublished,
-  then the stagings nobody uses unstaged. A driver not registered yet is waited for (tried again
-  at each housekeeping, so soon after it registers); a refusal is tried again with the kubelet's
-  per-operation back-off (0.5 s doubling to 2m2s).
+  then the stagings nobody uses unstaged, each as its own task (in_flight.py), so that a driver
+  that does not answer holds up neither housekeeping nor the other volumes.
 - republish(), every REPUBLISH_SECONDS: the volumes of drivers whose CSIDriver sets
-  requiresRepublish are published again, with fresh service account tokens.
+  requiresRepublish are published again (republish.py).
 """
 
 from __future__ import annotations
@@ -24,26 +23,21 @@ from dataclasses import dataclass, replace
 from typing import Awaitable, Callable
 
 from pykubelet.api.pod import Pod
-from pykubelet.kube.errors import KubeError
-from pykubelet.util.backoff import Backoff
+from pykubelet.kube.events import EventRecorder
 from pykubelet.util.log import get_logger
 from pykubelet.volumes.claim_model import BLOCK, PersistentVolume
 from pykubelet.volumes.csi.block import CsiBlockVolumes
-from pykubelet.volumes.csi.csidriver import CsiDriverError, Get, fetch_driver_policy
+from pykubelet.volumes.csi.csidriver import Get
+from pykubelet.volumes.csi.in_flight import InFlight
 from pykubelet.volumes.csi.inline import CsiInlineSource, CsiInlineVolumes
-from pykubelet.volumes.csi.operations import CsiOperationError, DriverMissing
+from pykubelet.volumes.csi.operations import CsiOperationError
 from pykubelet.volumes.csi.paths import CsiPathError, block_publish_path, inline_volume_handle, publish_target_path
 from pykubelet.volumes.csi.pv_setup import CsiPersistentVolumes, CsiSetupError
 from pykubelet.volumes.csi.reconstruct import FoundOnDisk, scan
+from pykubelet.volumes.csi.republish import REPUBLISH_SECONDS, CsiRepublisher, RepublishTarget
 from pykubelet.volumes.csi.volume_stats import CsiInUse
 
 log = get_logger(__name__)
-
-REPUBLISH_SECONDS = 60.0
-"""How often a requiresRepublish driver's volumes are published again: the kubelet does it at
-each pod sync, whose period (syncFrequency) is a minute by default."""
-RETRY_INITIAL_SECONDS, RETRY_MAX_SECONDS = 0.5, 122.0
-"""The kubelet's back-off of a failed volume operation."""
 
 
 @dataclass(frozen=True)
@@ -70,9 +64,10 @@ class CsiPodVolumes:
         self.inline = CsiInlineVolumes(persistent.operations, get, persistent.tokens)
         self.block = CsiBlockVolumes(persistent.operations, get)
         self._published: dict[str, dict[str, _Published]] = {}  # pod UID -> spec name -> its volume
-        self._retry = Backoff(RETRY_INITIAL_SECONDS, RETRY_MAX_SECONDS, clock)
-        self._pod_locks: dict[str, asyncio.Lock] = {}
-        """A pod's teardown and a republish of its volumes, one at a time: never published again once torn down."""
+        self._in_flight = InFlight(clock)
+        self.republisher = CsiRepublisher(self._republish_targets, self._republish, get, clock)
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        """A volume's teardown and its republish, one at a time: never published again once torn down."""
 
     @property
     def root_dir(self) -> str:
@@ -90,6 +85,9 @@ class CsiPodVolumes:
     def _reconstructed(self, uid: str, spec_name: str) -> bool:
         found = self._published.get(uid, {}).get(spec_name)
         return found is not None and found.reconstructed
+
+    def _lock(self, uid: str, spec_name: str) -> asyncio.Lock:
+        return self._locks.setdefault((uid, spec_name), asyncio.Lock())
 
     async def set_up_pv(self, pod: Pod, volume: str, claim: str, pv: PersistentVolume, read_only: bool,
                         remount: bool = False) -> str:
@@ -121,17 +119,17 @@ class CsiPodVolumes:
     async def unpublish(self, uid: str, pod_name: str) -> bool:
         """The pod's CSI volumes unpublished (and unstaged once no pod has them); True when
         none is left. One the driver refused stays recorded, for the next try."""
-        return not await self._tear_down(uid, pod_name)
+        for spec_name in sorted(self._published.get(uid, {})):
+            await self._tear_down(uid, spec_name, pod_name)
+        return uid not in self._published
 
-    async def _tear_down(self, uid: str, pod_name: str) -> list[CsiOperationError]:
-        """Each of the pod's volumes torn down; the failures (logged)."""
-        async with self._pod_locks.setdefault(uid, asyncio.Lock()):
-            return await self._tear_down_locked(uid, pod_name)
-
-    async def _tear_down_locked(self, uid: str, pod_name: str) -> list[CsiOperationError]:
-        published = self._published.get(uid, {})
-        failures = []
-        for spec_name, entry in sorted(published.items()):
+    async def _tear_down(self, uid: str, spec_name: str, pod_name: str) -> list[CsiOperationError]:
+        """The pod's volume torn down (if still recorded); its failure (logged)."""
+        async with self._lock(uid, spec_name):
+            published = self._published.get(uid, {})
+            entry = published.get(spec_name)
+            if entry is None:
+                return []
             try:
                 if entry.kind == "inline":
                     await self.inline.tear_down(uid, spec_name)
@@ -141,14 +139,13 @@ class CsiPodVolumes:
                     await self.persistent.tear_down(uid, spec_name)
             except CsiOperationError as e:
                 log.warning("UnmountVolume.TearDown failed", pod=pod_name, volume=spec_name, err=str(e))
-                failures.append(e)
                 published[spec_name] = replace(entry, pod=None, source=None)  # its pod is done with it: no republish
-                continue
+                return [e]
             del published[spec_name]
-        if not published:
-            self._published.pop(uid, None)
-            self._pod_locks.pop(uid, None)
-        return failures
+            self._locks.pop((uid, spec_name), None)
+            if not published:
+                self._published.pop(uid, None)
+            return []
 
     async def reconstruct(self) -> FoundOnDisk:
         """Record what earlier runs left on the disk; call once, before any pod syncs."""
@@ -178,74 +175,67 @@ class CsiPodVolumes:
         return found
 
     async def clean_up(self, known: set[str]) -> set[str]:
-        """Unpublish the volumes of the pods not in `known`, then unstage the stagings no pod
-        uses, each when its back-off allows; the UIDs of the pods still holding a volume."""
+        """Start unpublishing the volumes of the pods not in `known`, and unstaging the stagings
+        no pod uses, each when its back-off allows and none of its work is in flight; returns at
+        once the UIDs of the pods still holding a volume (one being unpublished among them)."""
         for uid in sorted(set(self._published) - known):
-            if not self._retry.in_backoff_since_update(uid):
-                self._retry_after(uid, await self._tear_down(uid, uid))
+            for spec_name in sorted(self._published[uid]):
+                self._in_flight.start(f"volume/{uid}/{spec_name}",
+                                      lambda u=uid, n=spec_name: self._tear_down(u, n, u))
         for handle_key in self.persistent.leftovers():
-            await self._unstage_leftover(f"staging/{handle_key[0]}/{handle_key[1]}",
-                                         lambda k=handle_key: self.persistent.unstage_leftover(k))
+            key = f"staging/{handle_key[0]}/{handle_key[1]}"
+            self._in_flight.start(key, lambda k=key, h=handle_key:
+                                  _unstage_leftover(k, self.persistent.unstage_leftover(h)))
         for pv_name in self.block.leftovers():
-            await self._unstage_leftover(f"block-staging/{pv_name}", lambda p=pv_name: self.block.unstage_leftover(p))
+            key = f"block-staging/{pv_name}"
+            self._in_flight.start(key, lambda k=key, p=pv_name: _unstage_leftover(k, self.block.unstage_leftover(p)))
         return self.holders()
 
-    async def _unstage_leftover(self, key: str, unstage: Callable[[], Awaitable[None]]) -> None:
-        if self._retry.in_backoff_since_update(key):
-            return
-        try:
-            await unstage()
-        except CsiOperationError as e:
-            log.warning("UnmountDevice failed for a staging no pod uses", staging=key, err=str(e))
-            self._retry_after(key, [e])
-            return
-        self._retry_after(key, [])
+    async def settle(self) -> None:
+        """Until the work clean_up started is done (tests; a stopping agent may rather stop())."""
+        await self._in_flight.settle()
 
-    def _retry_after(self, key: str, failures: list[CsiOperationError]) -> None:
-        """Back off after a driver's refusal; none while the driver is not registered (it is
-        asked again as soon as it is), none after success."""
-        if not failures:
-            self._retry.forget(key)
-        elif not all(isinstance(e, DriverMissing) for e in failures):
-            self._retry.next(key, self._retry.clock())
+    async def stop(self) -> None:
+        """Cancel the work clean_up started; an agent started later finds what is left on disk."""
+        await self._in_flight.stop()
 
-    async def republish(self) -> None:
-        """Publish again the volumes of the drivers that require it (their CSIDriver's
-        requiresRepublish), for the pods that have them; a failure is logged, the volume stays."""
-        requires: dict[str, bool] = {}
-        for uid, volumes in list(self._published.items()):
-            for spec_name, entry in list(volumes.items()):
-                if entry.pod is None or entry.kind == "block":
-                    continue  # found after a restart: its pod sets it up again first
-                driver = entry.volume.driver
-                if driver not in requires:
-                    requires[driver] = await self._requires_republish(driver)
-                if requires[driver]:
-                    async with self._pod_locks.setdefault(uid, asyncio.Lock()):
-                        if self._published.get(uid, {}).get(spec_name) is entry:  # not torn down meanwhile
-                            await self._republish(entry)
+    def _republish_targets(self) -> list[RepublishTarget]:
+        return [RepublishTarget(entry.pod, spec_name, entry.volume.driver, entry.kind == "block")
+                for volumes in self._published.values() for spec_name, entry in sorted(volumes.items())
+                if entry.pod is not None]  # found after a restart: its pod sets it up again first
 
-    async def _requires_republish(self, driver: str) -> bool:
-        try:
-            return (await fetch_driver_policy(self.get, driver)).requires_republish
-        except (KubeError, CsiDriverError) as e:
-            log.warning("Could not read a CSIDriver; its volumes are not republished now", driver=driver, err=str(e))
-            return False
+    async def _republish(self, target: RepublishTarget) -> CsiSetupError | None:
+        """The volume set up again as it was, unless torn down meanwhile; its failure."""
+        uid = target.pod.uid
+        async with self._lock(uid, target.spec_name):
+            entry = self._published.get(uid, {}).get(target.spec_name)
+            if entry is None or entry.pod is None:
+                return None
+            try:
+                if isinstance(entry.source, CsiInlineSource):
+                    await self.set_up_inline(entry.pod, entry.source, remount=True)
+                elif isinstance(entry.source, PersistentVolume):
+                    await self.set_up_pv(entry.pod, entry.volume.volume, entry.volume.claim, entry.source,
+                                         entry.read_only, remount=True)
+            except CsiSetupError as e:
+                return e
+            return None
 
-    async def _republish(self, entry: _Published) -> None:
-        assert entry.pod is not None
-        try:
-            if isinstance(entry.source, CsiInlineSource):
-                await self.set_up_inline(entry.pod, entry.source, remount=True)
-            elif isinstance(entry.source, PersistentVolume):
-                await self.set_up_pv(entry.pod, entry.volume.volume, entry.volume.claim, entry.source,
-                                     entry.read_only, remount=True)
-        except CsiSetupError as e:
-            log.warning("MountVolume.SetUp failed to republish a volume", pod=f"{entry.pod.namespace}/{entry.pod.name}",
-                        volume=entry.volume.volume, operation=e.operation, err=str(e))
+    async def republish(self, periodic: bool = True) -> None:
+        """Publish again the volumes of the drivers that require it (republish.py)."""
+        await self.republisher.republish(periodic)
 
-    async def run_republish(self, period: float = REPUBLISH_SECONDS) -> None:
-        """The republish loop (one of the agent's loops while it has an apiserver)."""
-        while True:
-            await asyncio.sleep(period)
-            await self.republish()
+    async def run_republish(self, recorder: EventRecorder | None = None, period: float = REPUBLISH_SECONDS) -> None:
+        """The republish loop (one of the agent's loops while it has an apiserver); a failure
+        is an event on its pod through `recorder`."""
+        self.republisher.recorder = recorder
+        await self.republisher.run(period)
+
+
+async def _unstage_leftover(key: str, unstage: Awaitable[None]) -> list[CsiOperationError]:
+    try:
+        await unstage
+    except CsiOperationError as e:
+        log.warning("UnmountDevice failed for a staging no pod uses", staging=key, err=str(e))
+        return [e]
+    return []
