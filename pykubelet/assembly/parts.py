@@ -135,6 +135,7 @@ class Parts:
     async def stop(self) -> None:
         """After the loops (Tasks.stop): the workers and probes (never their pods), then the connections."""
         await self.pods.stop()
+        await self.pods.deps.syncer.api_volumes.claims.csi_pods.stop()  # driver calls housekeeping started
         if self.api_clients is not None:
             await self.api_clients.objects.close()
         if self.cluster is not None:

@@ -189,10 +189,11 @@ class PodSyncer:
             failed.update(local_failed)
             blocking += list(local_failed)
         # Claims are set up whenever one is not yet (after an agent restart, a running pod's too).
-        messages = {name: f'MountVolume.SetUp failed for volume "{name}" : {why}' for name, why in failed.items()}
+        messages = {name: ("FailedMount", f'MountVolume.SetUp failed for volume "{name}" : {why}')
+                    for name, why in failed.items()}
         for failure in await self.api_volumes.claims.setup(pod, resolved):
             failed[failure.volume] = failure.error
-            messages[failure.volume] = failure.message
+            messages[failure.volume] = (failure.reason, failure.message)
             blocking.append(failure.volume)
         claims = self.api_volumes.claims.mounts_of(pod.uid)
         backoff, key = self.backoffs.mount, f"{pod.uid}_mount"
@@ -207,7 +208,7 @@ class PodSyncer:
             Action.SET_UP_VOLUMES, "", VolumeFacts(kinds, tuple(failed.items())),
             "FailedMount" if failed else "", "; ".join(f"{name}: {why}" for name, why in failed.items()),
             retry_in=retry_in,
-            events=tuple(Event(WARNING, "FailedMount", message) for message in messages.values()),
+            events=tuple(Event(WARNING, reason, message) for reason, message in messages.values()),
             logs=tuple(LogLine("warning", "MountVolume.SetUp failed", (("volume", name), ("err", why)))
                        for name, why in failed.items()),
             waiting=tuple(Waiting(name, CONTAINER_CREATING) for name in starting) if blocking else ()), result)

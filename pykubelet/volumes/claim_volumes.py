@@ -63,6 +63,11 @@ class MountFailure:
     def message(self) -> str:
         return f'{self.operation} failed for volume "{self.pv}" : {self.error}'
 
+    @property
+    def reason(self) -> str:
+        """The event's reason: the kubelet reports a block volume's map steps as FailedMapVolume."""
+        return "FailedMapVolume" if self.operation.startswith("MapVolume.") else "FailedMount"
+
 
 async def _no_api(path: str) -> Any:
     raise KubeError("GET", path, 0, "", "no kubeClient defined")

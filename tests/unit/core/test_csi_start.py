@@ -1,7 +1,7 @@
 """CSI volumes through the pod path, with a driver served in-process: an inline volume's pod
 starts only once the driver published it, its container mounts the published directory, and the
 volume is unpublished when the pod goes; a block PV is the container's device, torn down with
-the pod."""
+the pod, and one whose driver refuses it keeps the pod out with the kubelet's FailedMapVolume."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ import os
 import shutil
 import tempfile
 
+import grpc
+
 from pykubelet.volumes.csi.drivers import Driver
 from pykubelet.volumes.csi.node_client import Capability
 from pykubelet.volumes.csi.v1 import csi_pb2_grpc as csi_grpc
 from tests.unit.core.harness import pod, until
-from tests.unit.core.test_claim_start import app, bind, created_mounts, with_api
+from tests.unit.core.test_claim_start import app, bind, created_mounts, record_events, with_api
 from tests.unit.csi_fakes import FakeNodeDriver, serve
 
 DRIVER = "inline.csi.k8s.io"
@@ -78,5 +80,32 @@ async def test_a_block_csi_pv_is_the_containers_device_and_goes_with_the_pod(nod
         await until(lambda: not claims.csi_in_use("uid-web"), what="the volume torn down")
         assert len(driver.calls("NodeUnpublishVolume")) == len(driver.calls("NodeUnstageVolume")) == 1
     finally:
+        await server.stop(None)
+        shutil.rmtree(directory)
+
+
+async def test_a_block_csi_pv_the_driver_cannot_stage_is_a_failed_map_volume_and_no_container(node):
+    events = record_events(node)
+    kube = with_api(node)
+    kube.objects[f"/apis/storage.k8s.io/v1/csidrivers/{DRIVER}"] = {"metadata": {"name": DRIVER},
+                                                                     "spec": {"attachRequired": False}}
+    bind(kube, "data", "pvc-1", {"csi": {"driver": DRIVER, "volumeHandle": "vol-1"}}, volumeMode="Block")
+    directory = tempfile.mkdtemp(prefix="csi", dir="/tmp")  # short: unix socket paths are limited
+    driver = FakeNodeDriver(capabilities=(Capability.STAGE_UNSTAGE_VOLUME,))
+    driver.fail["NodeStageVolume"] = grpc.StatusCode.INTERNAL
+    socket = os.path.join(directory, "csi.sock")
+    server = await serve(socket, csi_grpc.add_NodeServicer_to_server, driver)
+    node.deps.syncer.api_volumes.claims.csi.operations.drivers.add(Driver(DRIVER, socket, (1, 0, 0)))
+    try:
+        node.dispatcher.set_pods([pod(containers=[{"name": "app", "image": "busybox:1.36", "volumeDevices": [
+            {"name": "data", "devicePath": "/dev/xvda"}]}], volumes=[
+            {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}])])
+        await until(lambda: any(reason == "FailedMapVolume" for _, reason, _ in events), what="FailedMapVolume", timeout=30)
+        message = next(m for kind, reason, m in events if (kind, reason) == ("Warning", "FailedMapVolume"))
+        assert message.startswith('MapVolume.SetUpDevice failed for volume "pvc-1" : ') and "refused" in message
+        assert not any(reason == "FailedMount" and "pvc-1" in m for _, reason, m in events)
+        assert not node.runtime.containers
+    finally:
+        node.dispatcher.set_pods([])
         await server.stop(None)
         shutil.rmtree(directory)
