@@ -19,9 +19,6 @@ from pykubelet.tools.leaks import Node, account, not_in, report
 from tests import progress
 from tests.helpers import run_to_completion
 
-# Tiers collected only when named (`make kind-test`): the kind tier needs `make kind`'s images
-# and docker, and is not yet part of `make test`.
-collect_ignore = ["kind"]
 
 # Tiers that only compute: nothing of theirs can be left on the machine.
 PURE_TIERS = ("unit", "bench")
