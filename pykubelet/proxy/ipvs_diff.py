@@ -6,8 +6,8 @@ manager does: a TCP real server that still has connections gets weight 0 (no new
 and goes on the termination list, and is deleted once its active and inactive connection counts
 are both 0 (`graceful_check`, every minute); a UDP or SCTP one, or one without connections, is
 deleted at once. An endpoint that comes back while on the list is deleted and added again with
-weight 1. The first sync after a start puts every wanted real server back to weight 1 (a
-previous run may have left some at 0).
+weight 1. The first sync after a start puts every wanted real server back to weight 1 and
+masquerading (a previous run may have left some at 0, or reached by another forwarding method).
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ class Dest:
     weight: int = WEIGHT
     active: int = 0
     inactive: int = 0
+    masquerading: bool = True
+    """Reached by NAT (kube-proxy's forwarding method), not direct routing or tunnelling."""
 
 
 @dataclass
@@ -54,7 +56,7 @@ class Plan:
     """Deleted now (done before the additions: a returning endpoint is deleted, then added)."""
     add_dests: list[Pair] = field(default_factory=list)
     reweight_dests: list[Pair] = field(default_factory=list)
-    """Back to weight 1."""
+    """Back to weight 1 and masquerading."""
     retire_dests: list[Pair] = field(default_factory=list)
     """Removed gracefully: deleted if `deletable`, else weight 0 and onto the termination list."""
 
@@ -99,7 +101,7 @@ def plan(desired: DesiredState, kernel: Kernel, terminating: set[str], first: bo
             elif termination_key(vs, rs) in terminating:
                 out.delete_dests.append((vs, rs))
                 out.add_dests.append((vs, rs))
-            elif first and dest.weight != WEIGHT:
+            elif first and (dest.weight != WEIGHT or not dest.masquerading):
                 out.reweight_dests.append((vs, rs))
         out.retire_dests += [(vs, rs) for rs in sorted(have.dests) if rs not in want
                              and termination_key(vs, rs) not in terminating]

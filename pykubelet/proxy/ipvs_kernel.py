@@ -2,10 +2,11 @@
 kube-ipvs0 dummy interface with its addresses over rtnetlink, both through pyroute2's asyncio
 sockets (no blocking call on the event loop; kube-proxy uses netlink for both too).
 
-pyroute2 (>= 0.8.1) speaks IPVS; two of its traps are avoided here: its "update" command sends
-a *delete* (so changes use "set"), and its record helpers do not read a dumped scheduler name or
-weight back (so dumps are parsed from the attributes). Fwmark virtual servers (no address) are
-never ours and are left alone.
+pyroute2 (>= 0.8.1) speaks IPVS; three of its traps are avoided here: its "update" command sends
+a *delete* (so changes use "set"), its real servers default to direct routing (ipvsadm's default;
+kube-proxy's are masqueraded, so the forwarding method is always given), and its record helpers
+do not read a dumped scheduler name or weight back (so dumps are parsed from the attributes).
+Fwmark virtual servers (no address) are never ours and are left alone.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ log = get_logger(__name__)
 PROTOCOLS = {"TCP": socket.IPPROTO_TCP, "UDP": socket.IPPROTO_UDP, "SCTP": socket.IPPROTO_SCTP}
 PROTOCOL_NAMES = {number: name for name, number in PROTOCOLS.items()}
 FLAGS_MASK = 0xFFFFFFFF
-MASQUERADE = 3  # IP_VS_CONN_F_MASQ: real servers are reached by NAT
+# IP_VS_CONN_F_MASQ: real servers are reached by NAT, the reply un-NATed on its way back. 3 would
+# be direct routing: the packet goes to the pod still addressed to the VIP, which it drops.
+MASQUERADE, FORWARD_MASK = 0, 0x7
 
 
 def service_record(vs: VirtualServer) -> IPVSService:
@@ -53,9 +56,10 @@ def parse_service(msg: Any) -> VirtualServer | None:
 
 def parse_dest(msg: Any) -> Dest:
     dest = msg.get_attr("IPVS_CMD_ATTR_DEST")
+    forward = (dest.get_attr("IPVS_DEST_ATTR_FWD_METHOD") or 0) & FORWARD_MASK
     return Dest(RealServer(dest.get_attr("IPVS_DEST_ATTR_ADDR"), dest.get_attr("IPVS_DEST_ATTR_PORT")),
                 dest.get_attr("IPVS_DEST_ATTR_WEIGHT") or 0, dest.get_attr("IPVS_DEST_ATTR_ACTIVE_CONNS") or 0,
-                dest.get_attr("IPVS_DEST_ATTR_INACT_CONNS") or 0)
+                dest.get_attr("IPVS_DEST_ATTR_INACT_CONNS") or 0, forward == MASQUERADE)
 
 
 def _ignore(e: NetlinkError, *codes: int) -> None:

@@ -56,6 +56,12 @@ def test_the_first_sync_puts_wanted_real_servers_back_to_weight_1():
     assert plan(desired((VS, (A, B))), state, set(), first=False).reweight_dests == []
 
 
+def test_the_first_sync_makes_a_real_server_left_direct_routed_masquerading_again():
+    state = kernel((VS, (Dest(A, masquerading=False), Dest(B))))
+    assert plan(desired((VS, (A, B))), state, set(), first=True).reweight_dests == [(VS, A)]
+    assert plan(desired((VS, (A, B))), state, set(), first=False).reweight_dests == []
+
+
 def test_virtual_servers_no_service_wants_are_deleted_but_not_excluded_or_ipv6_ones():
     gone, excluded = VirtualServer("10.96.0.99", 443, "TCP"), VirtualServer("10.250.0.1", 80, "TCP")
     v6 = VirtualServer("fd00::1", 80, "TCP")

@@ -85,9 +85,19 @@ def test_a_virtual_server_is_encoded_with_a_host_netmask_and_read_back_without_t
 def test_a_real_server_is_masqueraded_with_its_weight_and_read_back():
     msg = ipvs_roundtrip(("IPVS_CMD_ATTR_SERVICE", service_record(VirtualServer("10.96.0.10", 53, "UDP")).dump_key()),
                      ("IPVS_CMD_ATTR_DEST", dest_record(RealServer("10.244.1.5", 5353), 0).dump_nla()))
-    assert msg.get_attr("IPVS_CMD_ATTR_DEST").get_attr("IPVS_DEST_ATTR_FWD_METHOD") == 3
+    # IP_VS_CONN_F_MASQ is 0 (pyroute2's default, 3, is direct routing: the pod would get packets
+    # still addressed to the cluster IP, and a connection to it would time out)
+    assert msg.get_attr("IPVS_CMD_ATTR_DEST").get_attr("IPVS_DEST_ATTR_FWD_METHOD") == 0
     dest = parse_dest(msg)
-    assert (dest.server, dest.weight) == (RealServer("10.244.1.5", 5353), 0)
+    assert (dest.server, dest.weight, dest.masquerading) == (RealServer("10.244.1.5", 5353), 0, True)
+
+
+def test_a_real_server_reached_another_way_is_read_back_as_not_masqueraded():
+    direct = dest_record(RealServer("10.244.1.5", 8080), 1)
+    direct["fwd_method"] = 3  # as `ipvsadm -a ... -g` or pyroute2's default would leave it
+    msg = ipvs_roundtrip(("IPVS_CMD_ATTR_SERVICE", service_record(VirtualServer("10.96.0.10", 80, "TCP")).dump_key()),
+                         ("IPVS_CMD_ATTR_DEST", direct.dump_nla()))
+    assert parse_dest(msg).masquerading is False
 
 
 def _attrs(**values):
