@@ -7,7 +7,10 @@ from __future__ import annotations
 import contextlib
 import pathlib
 import subprocess
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+
+from pykubelet.cri.client import CRIClient
+from tests.runtime.conftest import remove_test_pods
 
 BED = pathlib.Path(__file__).resolve().parents[2] / "tests" / "bed"
 NODE_SCRIPT = ["bash", str(BED / "containerd-node.sh")]
@@ -32,3 +35,15 @@ def containerd2(name: str) -> Iterator[str]:
         yield up.stdout.strip().splitlines()[-1]
     finally:
         subprocess.run([*NODE_SCRIPT, "down", name], capture_output=True, timeout=180)
+
+
+@contextlib.asynccontextmanager
+async def clean_client(endpoint: str) -> AsyncIterator[CRIClient]:
+    """A CRI client of that containerd, with no test pod in it before or after."""
+    client = CRIClient(endpoint)
+    await remove_test_pods(client)
+    try:
+        yield client
+        await remove_test_pods(client)
+    finally:
+        await client.close()

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from pykubelet.cri.client import CRIClient
 from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.node.status import NodeHealth, observe_runtime_conditions
-from tests.runtime.containerd2 import containerd2
-from tests.runtime.conftest import NODE, AgentProcess, main_status, phase, pod_manifest, remove_test_pods, \
-    write_manifest
+from tests.runtime.containerd2 import clean_client, containerd2
+from tests.runtime.conftest import NODE, AgentProcess, main_status, phase, pod_manifest, write_manifest
 
 NAME = "pkl-cd2-sample"
 
@@ -27,11 +25,8 @@ def endpoint():
 
 @pytest.fixture
 async def cri2(endpoint):
-    client = CRIClient(endpoint)
-    await remove_test_pods(client)
-    yield client
-    await remove_test_pods(client)
-    await client.close()
+    async with clean_client(endpoint) as client:
+        yield client
 
 
 async def test_it_is_containerd_2_with_the_calls_1_6_lacks(cri2):

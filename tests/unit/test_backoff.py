@@ -3,17 +3,10 @@
 from __future__ import annotations
 
 from pykubelet.util.backoff import Backoff
+from tests.fakes.clock import ManualClock
 
 
-class FakeClock:
-    def __init__(self, now: float = 1000.0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def crash_loop(backoff: Backoff, clock: FakeClock, key: str, crashes: int) -> list[float]:
+def crash_loop(backoff: Backoff, clock: ManualClock, key: str, crashes: int) -> list[float]:
     """Restart a container that exits at once, as soon as the back-off allows; the waits before each restart."""
     waits = []
     for _ in range(crashes):
@@ -28,7 +21,7 @@ def crash_loop(backoff: Backoff, clock: FakeClock, key: str, crashes: int) -> li
 
 
 def test_first_restart_is_immediate():
-    clock = FakeClock()
+    clock = ManualClock()
     backoff = Backoff(clock=clock)
     assert not backoff.in_backoff_since("pod_app", clock.now)
     assert backoff.delay("pod_app") == 0.0
@@ -36,13 +29,13 @@ def test_first_restart_is_immediate():
 
 
 def test_restarts_wait_10s_doubling_up_to_5m():
-    clock = FakeClock()
+    clock = ManualClock()
     waits = crash_loop(Backoff(clock=clock), clock, "pod_app", 9)
     assert waits == [0, 10, 20, 40, 80, 160, 300, 300, 300]
 
 
 def test_delay_after_each_recorded_restart():
-    clock = FakeClock()
+    clock = ManualClock()
     backoff = Backoff(clock=clock)
     delays = []
     for _ in range(8):
@@ -52,7 +45,7 @@ def test_delay_after_each_recorded_restart():
 
 
 def test_back_off_counts_from_the_exit_time():
-    clock = FakeClock(now=0.0)
+    clock = ManualClock(now=0.0)
     backoff = Backoff(clock=clock)
     backoff.next("k", 0.0)
     backoff.next("k", 0.0)  # delay now 20s
@@ -66,7 +59,7 @@ def test_back_off_counts_from_the_exit_time():
 
 
 def test_container_that_ran_over_10_minutes_since_its_last_restart_starts_over():
-    clock = FakeClock(now=0.0)
+    clock = ManualClock(now=0.0)
     backoff = Backoff(clock=clock)
     crash_loop(backoff, clock, "k", 6)  # delay is up to 160s
     restarted_at = clock.now
@@ -78,7 +71,7 @@ def test_container_that_ran_over_10_minutes_since_its_last_restart_starts_over()
 
 
 def test_container_that_ran_under_10_minutes_keeps_doubling():
-    clock = FakeClock(now=0.0)
+    clock = ManualClock(now=0.0)
     backoff = Backoff(clock=clock)
     crash_loop(backoff, clock, "k", 3)  # delay 40s
     exited_at = clock.now + 599
@@ -89,7 +82,7 @@ def test_container_that_ran_under_10_minutes_keeps_doubling():
 
 
 def test_forget_drops_every_key_of_one_pod_only():
-    clock = FakeClock()
+    clock = ManualClock()
     backoff = Backoff(clock=clock)
     for key in ("uid1_app_h1", "uid1_side_h2", "uid2_app_h1"):
         backoff.next(key, clock.now)
@@ -100,7 +93,7 @@ def test_forget_drops_every_key_of_one_pod_only():
 
 
 def test_in_backoff_since_update_counts_from_the_last_recorded_failure():
-    clock = FakeClock(now=50.0)
+    clock = ManualClock(now=50.0)
     backoff = Backoff(initial=1.0, maximum=60.0, clock=clock)
     assert not backoff.in_backoff_since_update("sandbox")
     backoff.next("sandbox", clock.now)

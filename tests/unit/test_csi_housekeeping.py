@@ -19,6 +19,7 @@ from pykubelet.volumes.csi.pod_volumes import CsiPodVolumes
 from pykubelet.volumes.csi.pv_setup import CsiPersistentVolumes
 from tests.helpers import wait_for
 from tests.unit.csi_fakes import FakeApi, FakeNodeDriver, served_node_driver
+from tests.fakes.clock import ManualClock
 
 HANGING, ANSWERING = "hanging.csi.k8s.io", "answering.csi.k8s.io"
 PASS_SECONDS = 5.0
@@ -34,14 +35,6 @@ def pod(uid: str) -> Pod:
     return Pod(name=f"web-{uid}", namespace="default", uid=uid, containers=(), raw={"spec": {}})
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 async def bed():
     """Pod u1 with a volume of the driver that will hang, pod u2 with one of a driver that answers."""
@@ -53,7 +46,7 @@ async def bed():
         api = FakeApi()
         for name in (HANGING, ANSWERING):
             api.put(f"/apis/storage.k8s.io/v1/csidrivers/{name}", {"spec": {"attachRequired": False}})
-        clock = Clock()
+        clock = ManualClock()
         ops = CsiNodeOperations(os.path.join(first.root, "kubelet"), "node1", first.drivers)
         volumes = CsiPodVolumes(CsiPersistentVolumes(ops, api.get), api.get, clock)
         paths = {"u1": await volumes.set_up_pv(pod("u1"), "data", "data", pv(HANGING, "pvc-1"), read_only=False),

@@ -21,6 +21,7 @@ from pykubelet.volumes.csi.pod_volumes import CsiPodVolumes
 from pykubelet.volumes.csi.pv_setup import CsiPersistentVolumes
 from pykubelet.volumes.csi.reconstruct import scan
 from tests.unit.csi_fakes import FakeApi, FakeNodeDriver, served_node_driver
+from tests.fakes.clock import ManualClock
 
 DRIVER = "hostpath.csi.k8s.io"
 
@@ -42,21 +43,13 @@ async def cleaned(agent: CsiPodVolumes, known: set[str]) -> set[str]:
     return agent.holders()
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class Bed:
     def __init__(self, root: str, socket: str, node: FakeNodeDriver):
         self.root, self.socket, self.node = root, socket, node
         self.api = FakeApi()
         self.api.put(f"/apis/storage.k8s.io/v1/csidrivers/{DRIVER}",
                      {"spec": {"attachRequired": False, "volumeLifecycleModes": ["Persistent", "Ephemeral"]}})
-        self.clock = Clock()
+        self.clock = ManualClock()
         self.agents: list[CsiPodVolumes] = []
 
     def agent(self, registered: bool = True) -> CsiPodVolumes:

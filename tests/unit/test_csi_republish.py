@@ -19,6 +19,7 @@ from pykubelet.volumes.csi.pod_volumes import CsiPodVolumes
 from pykubelet.volumes.csi.pv_setup import CsiPersistentVolumes
 from tests.helpers import wait_for
 from tests.unit.csi_fakes import FakeApi, FakeNodeDriver, served_node_driver
+from tests.fakes.clock import ManualClock
 
 DRIVER = "hostpath.csi.k8s.io"
 POD = Pod(name="web", namespace="shop", uid="u1", containers=(), raw={"spec": {}})
@@ -29,14 +30,6 @@ def pv(block: bool = False) -> object:
     return parse_volume({"metadata": {"name": "pvc-1"}, "spec": {
         "accessModes": ["ReadWriteOnce"], "claimRef": {"uid": "c"}, "volumeMode": "Block" if block else "Filesystem",
         "csi": {"driver": DRIVER, "volumeHandle": "vol-1"}}})
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Recorder:
@@ -56,7 +49,7 @@ async def bed():
         api = FakeApi()
         api.put(f"/apis/storage.k8s.io/v1/csidrivers/{DRIVER}", {"spec": {
             "attachRequired": False, "requiresRepublish": True, "volumeLifecycleModes": ["Persistent"]}})
-        clock, recorder = Clock(), Recorder()
+        clock, recorder = ManualClock(), Recorder()
         ops = CsiNodeOperations(os.path.join(served.root, "kubelet"), "node1", served.drivers)
         volumes = CsiPodVolumes(CsiPersistentVolumes(ops, api.get), api.get, clock)
         volumes.republisher.recorder = recorder

@@ -12,6 +12,7 @@ from pykubelet.volumes.csi.node_client import Capability
 from pykubelet.volumes.csi.v1 import csi_pb2 as csi
 from pykubelet.volumes.csi.volume_stats import CsiInUse, CsiVolumeStats
 from tests.unit.csi_fakes import FakeNodeDriver, served_node_driver
+from tests.fakes.clock import ManualClock
 
 DRIVER = "hostpath.csi.k8s.io"
 GiB = 2**30
@@ -21,14 +22,6 @@ INLINE = CsiInUse("scratch", "scratch", "/var/lib/kubelet/pods/u1/volumes/kubern
                   "csi-abc")
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 async def bed():
     node = FakeNodeDriver(capabilities=(Capability.STAGE_UNSTAGE_VOLUME, Capability.GET_VOLUME_STATS))
@@ -36,7 +29,7 @@ async def bed():
                   csi.VolumeUsage(unit=csi.VolumeUsage.INODES, available=900, total=1000, used=100)]
     async with served_node_driver(node, DRIVER) as served:
         in_use = {"u1": [CLAIMED, INLINE]}
-        clock = Clock()
+        clock = ManualClock()
         yield node, CsiVolumeStats(served.drivers, lambda uid: in_use.get(uid, []), clock=clock), in_use, clock
 
 

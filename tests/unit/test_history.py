@@ -7,14 +7,7 @@ from pykubelet.api.pod import parse_pod
 from pykubelet.pods import history_records as limits
 from pykubelet.pods.history import PodHistory
 from pykubelet.runtime.state import ContainerState, PodRuntimeState
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.fakes.clock import ManualClock
 
 
 def a_pod(name: str = "web", uid: str = "u1"):
@@ -23,7 +16,7 @@ def a_pod(name: str = "web", uid: str = "u1"):
 
 
 def test_a_pod_keeps_its_first_and_latest_steps_and_counts_the_ones_between():
-    clock = Clock()
+    clock = ManualClock()
     history, pod = PodHistory(clock), a_pod()
     for n in range(1000):
         clock.now += 1
@@ -36,7 +29,7 @@ def test_a_pod_keeps_its_first_and_latest_steps_and_counts_the_ones_between():
 
 
 def test_a_repeated_failure_is_one_step_with_a_count_and_its_latest_retry():
-    clock = Clock()
+    clock = ManualClock()
     history, pod = PodHistory(clock), a_pod()
     for _ in range(5):
         clock.now += 10
@@ -48,7 +41,7 @@ def test_a_repeated_failure_is_one_step_with_a_count_and_its_latest_retry():
 
 
 def test_exits_are_recorded_once_from_the_runtime_state():
-    clock = Clock()
+    clock = ManualClock()
     history = PodHistory(clock)
     running = ContainerState("c1", "app", "running", 0, "h", created_at=900, started_at=901)
     exited = ContainerState("c1", "app", "exited", 0, "h", created_at=900, started_at=901, finished_at=903.5,
@@ -62,7 +55,7 @@ def test_exits_are_recorded_once_from_the_runtime_state():
 
 
 def test_gone_pods_are_kept_for_a_while_then_forgotten():
-    history = PodHistory(Clock())
+    history = PodHistory(ManualClock())
     for n in range(limits.GONE_PODS + 10):
         history.admitted(a_pod(f"p{n}", f"u{n}"), [])
         history.terminated(f"u{n}", "default", f"p{n}")
@@ -81,7 +74,7 @@ def test_the_cni_chain_is_the_first_config_containerd_would_load(tmp_path):
 
 
 def test_live_records_are_bounded_too():
-    clock = Clock()
+    clock = ManualClock()
     history = PodHistory(clock)
     for n in range(limits.LIVE_PODS + 5):
         clock.now += 1

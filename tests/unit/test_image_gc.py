@@ -18,6 +18,7 @@ from pykubelet.kube.events import EventRecorder
 from pykubelet.runtime import image_gc
 from pykubelet.runtime.image_gc import ImageGC, ImageGCError, ImageRuntime, build_image_gc
 from tests.helpers import wait_for
+from tests.fakes.clock import ManualClock
 
 MIB = 1 << 20
 PAUSE = "registry.k8s.io/pause:3.9"
@@ -76,14 +77,6 @@ class Disk:
         return self.capacity, self.available
 
 
-class Clock:
-    def __init__(self, now: float = 10_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def runtime() -> FakeImageRuntime:
     rt = FakeImageRuntime()
@@ -98,7 +91,7 @@ def runtime() -> FakeImageRuntime:
     return rt
 
 
-def gc_with(runtime: FakeImageRuntime, disk: Disk, monkeypatch, clock: Clock, **settings) -> tuple[ImageGC, list]:
+def gc_with(runtime: FakeImageRuntime, disk: Disk, monkeypatch, clock: ManualClock, **settings) -> tuple[ImageGC, list]:
     monkeypatch.setattr(image_gc, "filesystem_size", disk)
     events: list[tuple[str, str]] = []
     gc = ImageGC(runtime, ImageGCSettings(**settings), lambda reason, message: events.append((reason, message)),
@@ -107,7 +100,7 @@ def gc_with(runtime: FakeImageRuntime, disk: Disk, monkeypatch, clock: Clock, **
 
 
 async def test_over_the_high_threshold_it_removes_unused_images_until_down_to_the_low_one(runtime, monkeypatch):
-    clock = Clock()
+    clock = ManualClock(10_000.0)
     # 1000 MiB, 150 available: 85% used; the low threshold 84% needs 10 MiB: old-a (first detected
     # first, so first in line among the never-used) is enough
     gc, events = gc_with(runtime, Disk(1000 * MIB, 150 * MIB), monkeypatch, clock, high_threshold_percent=85,
@@ -120,7 +113,7 @@ async def test_over_the_high_threshold_it_removes_unused_images_until_down_to_th
 
 
 async def test_it_never_removes_an_image_in_use_pinned_or_the_sandbox_image(runtime, monkeypatch):
-    clock = Clock()
+    clock = ManualClock(10_000.0)
     disk = Disk(1000 * MIB, 0)  # full: everything that may go, goes
     gc, events = gc_with(runtime, disk, monkeypatch, clock, minimum_age=0)
     with pytest.raises(ImageGCError):
@@ -134,7 +127,7 @@ async def test_it_never_removes_an_image_in_use_pinned_or_the_sandbox_image(runt
 
 
 async def test_freeing_too_little_is_a_free_disk_space_failed_event_and_an_error(runtime, monkeypatch):
-    clock = Clock()
+    clock = ManualClock(10_000.0)
     gc, events = gc_with(runtime, Disk(1000 * MIB, 100 * MIB), monkeypatch, clock, minimum_age=0)
     with pytest.raises(ImageGCError) as failed:
         await gc.collect(began=clock.now)
@@ -145,7 +138,7 @@ async def test_freeing_too_little_is_a_free_disk_space_failed_event_and_an_error
 
 
 async def test_images_younger_than_the_minimum_age_wait(runtime, monkeypatch):
-    clock = Clock()
+    clock = ManualClock(10_000.0)
     gc, events = gc_with(runtime, Disk(1000 * MIB, 150 * MIB), monkeypatch, clock, low_threshold_percent=84,
                          minimum_age=120)
     with pytest.raises(ImageGCError):
@@ -157,14 +150,14 @@ async def test_images_younger_than_the_minimum_age_wait(runtime, monkeypatch):
 
 
 async def test_below_the_high_threshold_nothing_is_removed(runtime, monkeypatch):
-    clock = Clock()
+    clock = ManualClock(10_000.0)
     gc, events = gc_with(runtime, Disk(1000 * MIB, 160 * MIB), monkeypatch, clock, minimum_age=0)  # 84%
     await gc.collect(began=clock.now)
     assert runtime.removed == [] and events == []
 
 
 async def test_maximum_age_removes_long_unused_images_whatever_the_usage(runtime, monkeypatch):
-    clock = Clock()
+    clock = ManualClock(10_000.0)
     gc, events = gc_with(runtime, Disk(1000 * MIB, 900 * MIB), monkeypatch, clock, maximum_age=3600)
     began = clock.now
     await gc.collect(began)
@@ -182,7 +175,7 @@ async def test_maximum_age_removes_long_unused_images_whatever_the_usage(runtime
 
 
 async def test_a_removal_the_runtime_refuses_does_not_stop_the_others(runtime, monkeypatch):
-    clock = Clock()
+    clock = ManualClock(10_000.0)
     runtime.refuse.add("sha256:old-a")
     gc, events = gc_with(runtime, Disk(1000 * MIB, 150 * MIB), monkeypatch, clock, low_threshold_percent=84,
                          minimum_age=0)
@@ -193,7 +186,7 @@ async def test_a_removal_the_runtime_refuses_does_not_stop_the_others(runtime, m
 
 
 async def test_an_image_filesystem_without_capacity_is_an_invalid_disk_capacity_event(runtime, monkeypatch):
-    clock = Clock()
+    clock = ManualClock(10_000.0)
     gc, events = gc_with(runtime, Disk(0, 0), monkeypatch, clock)
     with pytest.raises(ImageGCError, match="invalid capacity 0 on image filesystem"):
         await gc.collect(began=clock.now)
@@ -204,7 +197,7 @@ async def test_an_image_filesystem_without_capacity_is_an_invalid_disk_capacity_
 
 
 async def test_the_loop_reports_a_failure_as_an_event_only_when_it_repeats(runtime, monkeypatch, caplog):
-    gc, events = gc_with(runtime, Disk(0, 0), monkeypatch, Clock())
+    gc, events = gc_with(runtime, Disk(0, 0), monkeypatch, ManualClock(10_000.0))
     gc.period = 0.01
     task = asyncio.create_task(gc.run())
     try:

@@ -17,6 +17,7 @@ from pykubelet.node import shutdown
 from pykubelet.node.shutdown import NodeShutdownManager, PodKiller
 from pykubelet.node.status import NodeHealth
 from tests.helpers import wait_for
+from tests.fakes.clock import ManualClock
 
 REGULAR, CRITICAL = 0, 2_000_000_000
 
@@ -28,14 +29,6 @@ def pod(name: str, priority: int | None = None, grace: int | None = None):
     if grace is not None:
         spec["terminationGracePeriodSeconds"] = grace
     return parse_pod({"metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"}, "spec": spec}, "t")
-
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class FakeLogind:
@@ -85,7 +78,7 @@ class FakePods:
     """The pod path: a killed pod is gone `takes[name]` seconds (of the fake clock) after its kill;
     each check for it moves the clock on by `step`, as time passes while the manager waits."""
 
-    def __init__(self, pods, clock: Clock, takes: dict[str, float] | None = None, step: float = 0.5):
+    def __init__(self, pods, clock: ManualClock, takes: dict[str, float] | None = None, step: float = 0.5):
         self.pods, self.clock, self.takes, self.step = pods, clock, takes or {}, step
         self.kills: list[tuple[str, str, str, int, float]] = []
         self.gone_at: dict[str, float] = {}
@@ -115,7 +108,7 @@ class Recorder:
         self.events.append((ref["name"], kind, reason, message))
 
 
-def manager(logind: FakeLogind, pods: FakePods, clock: Clock, periods=None, changes=None):
+def manager(logind: FakeLogind, pods: FakePods, clock: ManualClock, periods=None, changes=None):
     periods = periods or plan.grace_periods(ShutdownSettings(grace_period=20, grace_period_critical_pods=10))
     return NodeShutdownManager(periods, logind, pods.killer(logind.log), Recorder(), "node-1",
                                on_change=lambda: (changes if changes is not None else []).append(1),
@@ -140,7 +133,7 @@ async def shut_down(logind: FakeLogind) -> None:
 
 
 async def test_shutdown_kills_regular_pods_then_critical_ones_each_with_its_budget_then_releases_the_lock():
-    clock = Clock()
+    clock = ManualClock(0.0)
     logind = FakeLogind()
     pods = FakePods([pod("web", grace=30), pod("quick", grace=4), pod("dns", priority=CRITICAL, grace=30),
                      pod("proxy", priority=2_000_001_000)], clock, takes={"web": 3, "quick": 2, "dns": 1})
@@ -166,7 +159,7 @@ async def test_shutdown_kills_regular_pods_then_critical_ones_each_with_its_budg
 
 
 async def test_a_group_is_waited_for_at_most_its_budget():
-    clock = Clock()
+    clock = ManualClock(0.0)
     logind = FakeLogind()
     pods = FakePods([pod("stuck"), pod("db", priority=CRITICAL)], clock, takes={"stuck": 1000, "db": 1})
     m = manager(logind, pods, clock)
@@ -179,7 +172,7 @@ async def test_a_group_is_waited_for_at_most_its_budget():
 
 
 async def test_a_cancelled_shutdown_takes_the_lock_again_and_the_node_is_ready_again():
-    clock = Clock()
+    clock = ManualClock(0.0)
     logind = FakeLogind()
     m = manager(logind, FakePods([], clock), clock)
     task = await started(logind, m)
@@ -195,7 +188,7 @@ async def test_a_cancelled_shutdown_takes_the_lock_again_and_the_node_is_ready_a
 
 
 async def test_a_short_inhibit_delay_is_raised_with_the_drop_in_and_a_reload_before_the_lock():
-    clock = Clock()
+    clock = ManualClock(0.0)
     logind = FakeLogind(delay=5)
     task = await started(logind, manager(logind, FakePods([], clock), clock))
     assert (logind.drop_in, logind.reloads, logind.delay) == (20, 1, 20)
@@ -208,7 +201,7 @@ async def test_a_short_inhibit_delay_is_raised_with_the_drop_in_and_a_reload_bef
 
 
 async def test_without_logind_the_agent_runs_on_without_graceful_shutdown_said_once(caplog):
-    clock = Clock()
+    clock = ManualClock(0.0)
     for logind in (FakeLogind(missing=True), FakeLogind(delay=5, stuck=True)):
         m = manager(logind, FakePods([], clock), clock)
         with caplog.at_level(logging.WARNING):

@@ -5,9 +5,11 @@ the pod, and one whose driver refuses it keeps the pod out with the kubelet's Fa
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
+from collections.abc import AsyncIterator
 
 import grpc
 
@@ -55,20 +57,9 @@ async def test_an_inline_csi_volume_is_published_mounted_and_unpublished_with_it
 
 
 async def test_a_block_csi_pv_is_the_containers_device_and_goes_with_the_pod(node, tmp_path):
-    kube = with_api(node)
-    kube.objects[f"/apis/storage.k8s.io/v1/csidrivers/{DRIVER}"] = {"metadata": {"name": DRIVER},
-                                                                     "spec": {"attachRequired": False}}
-    bind(kube, "data", "pvc-1", {"csi": {"driver": DRIVER, "volumeHandle": "vol-1"}}, volumeMode="Block")
-    directory = tempfile.mkdtemp(prefix="csi", dir="/tmp")  # short: unix socket paths are limited
     driver = FakeNodeDriver(capabilities=(Capability.STAGE_UNSTAGE_VOLUME,))
-    socket = os.path.join(directory, "csi.sock")
-    server = await serve(socket, csi_grpc.add_NodeServicer_to_server, driver)
     claims = node.deps.syncer.api_volumes.claims
-    claims.csi.operations.drivers.add(Driver(DRIVER, socket, (1, 0, 0)))
-    try:
-        node.dispatcher.set_pods([pod(containers=[{"name": "app", "image": "busybox:1.36", "volumeDevices": [
-            {"name": "data", "devicePath": "/dev/xvda"}]}], volumes=[
-            {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}])])
+    async with block_pv_pod(node, driver):
         await until(lambda: node.container().get("state", {}).get("running"), what="the container running")
         link = str(tmp_path / "root" / "pods" / "uid-web" / "volumeDevices" / "kubernetes.io~csi" / "pvc-1")
         [created] = node.runtime.container_devices.values()
@@ -79,20 +70,30 @@ async def test_a_block_csi_pv_is_the_containers_device_and_goes_with_the_pod(nod
         node.dispatcher.set_pods([])
         await until(lambda: not claims.csi_in_use("uid-web"), what="the volume torn down")
         assert len(driver.calls("NodeUnpublishVolume")) == len(driver.calls("NodeUnstageVolume")) == 1
-    finally:
-        await server.stop(None)
-        shutil.rmtree(directory)
 
 
 async def test_a_block_csi_pv_the_driver_cannot_stage_is_a_failed_map_volume_and_no_container(node):
     events = record_events(node)
+    driver = FakeNodeDriver(capabilities=(Capability.STAGE_UNSTAGE_VOLUME,))
+    driver.fail["NodeStageVolume"] = grpc.StatusCode.INTERNAL
+    async with block_pv_pod(node, driver):
+        await until(lambda: any(reason == "FailedMapVolume" for _, reason, _ in events), timeout=30,
+                    what="FailedMapVolume")
+        message = next(m for kind, reason, m in events if (kind, reason) == ("Warning", "FailedMapVolume"))
+        assert message.startswith('MapVolume.SetUpDevice failed for volume "pvc-1" : ') and "refused" in message
+        assert not any(reason == "FailedMount" and "pvc-1" in m for _, reason, m in events)
+        assert not node.runtime.containers
+
+
+@contextlib.asynccontextmanager
+async def block_pv_pod(node, driver: FakeNodeDriver) -> AsyncIterator[None]:
+    """Pod web with claim `data` bound to the Block CSI PV pvc-1 of `driver` (served meanwhile),
+    its container the device /dev/xvda; the pod goes at the end."""
     kube = with_api(node)
     kube.objects[f"/apis/storage.k8s.io/v1/csidrivers/{DRIVER}"] = {"metadata": {"name": DRIVER},
                                                                      "spec": {"attachRequired": False}}
     bind(kube, "data", "pvc-1", {"csi": {"driver": DRIVER, "volumeHandle": "vol-1"}}, volumeMode="Block")
     directory = tempfile.mkdtemp(prefix="csi", dir="/tmp")  # short: unix socket paths are limited
-    driver = FakeNodeDriver(capabilities=(Capability.STAGE_UNSTAGE_VOLUME,))
-    driver.fail["NodeStageVolume"] = grpc.StatusCode.INTERNAL
     socket = os.path.join(directory, "csi.sock")
     server = await serve(socket, csi_grpc.add_NodeServicer_to_server, driver)
     node.deps.syncer.api_volumes.claims.csi.operations.drivers.add(Driver(DRIVER, socket, (1, 0, 0)))
@@ -100,11 +101,7 @@ async def test_a_block_csi_pv_the_driver_cannot_stage_is_a_failed_map_volume_and
         node.dispatcher.set_pods([pod(containers=[{"name": "app", "image": "busybox:1.36", "volumeDevices": [
             {"name": "data", "devicePath": "/dev/xvda"}]}], volumes=[
             {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}])])
-        await until(lambda: any(reason == "FailedMapVolume" for _, reason, _ in events), what="FailedMapVolume", timeout=30)
-        message = next(m for kind, reason, m in events if (kind, reason) == ("Warning", "FailedMapVolume"))
-        assert message.startswith('MapVolume.SetUpDevice failed for volume "pvc-1" : ') and "refused" in message
-        assert not any(reason == "FailedMount" and "pvc-1" in m for _, reason, m in events)
-        assert not node.runtime.containers
+        yield
     finally:
         node.dispatcher.set_pods([])
         await server.stop(None)
