@@ -60,18 +60,29 @@ def parse_shim(pid: int, argv: list[str]) -> Shim | None:
     return Shim(pid, flags["id"], flags["address"], flags.get("namespace", ""))
 
 
-def running_shims(proc: str = "/proc") -> list[Shim]:
-    """Every shim daemon on the machine (reads /proc: call off the event loop)."""
+def running_shims(proc: str = "/proc", root: str = "/") -> list[Shim]:
+    """Every shim daemon on the machine whose root directory is the machine's (reads /proc: call
+    off the event loop). A shim under another root runs inside a container, of the containerd in
+    there (a kind node's): its -address names a socket of that container's filesystem, which may
+    have the same path as a socket of ours (/run/containerd/containerd.sock)."""
+    ours = _identity(root)
     shims = []
     for pid in filter(str.isdigit, os.listdir(proc)):
         try:
             with open(os.path.join(proc, pid, "cmdline"), "rb") as f:
                 argv = f.read().decode(errors="replace").split("\0")
+            shim = parse_shim(int(pid), argv)
+            if shim and _identity(os.path.join(proc, pid, "root")) == ours:
+                shims.append(shim)
         except OSError:
             continue  # gone meanwhile
-        if shim := parse_shim(int(pid), argv):
-            shims.append(shim)
     return sorted(shims, key=lambda s: s.pid)
+
+
+def _identity(directory: str) -> tuple[int, int]:
+    """Which directory it is, whatever path reaches it (/proc/PID/root leads to the process's root)."""
+    st = os.stat(directory)
+    return st.st_dev, st.st_ino
 
 
 def socket_of(endpoint: str) -> str:

@@ -105,13 +105,19 @@ def test_shim_daemons_are_told_from_other_programs_and_from_containerds_short_li
     assert parse_shim(12, ["containerd-shim-runc-v2", "-namespace", "k8s.io"]) is None  # serves nothing named
 
 
-def test_running_shims_are_read_from_proc(tmp_path):
-    for pid, argv in {"41": shim_argv(GONE_SANDBOX, "/run/c.sock"), "42": ["sleep", "1", ""], "self": []}.items():
-        (tmp_path / pid).mkdir()
-        (tmp_path / pid / "cmdline").write_bytes("\0".join(argv).encode())
-    (tmp_path / "43").mkdir()  # a process that ended while /proc was read: no cmdline
+def test_running_shims_are_read_from_proc_and_those_inside_a_container_are_not_ours(tmp_path):
+    proc, machine, container = tmp_path / "proc", tmp_path / "machine", tmp_path / "kind-node"
+    machine.mkdir()
+    container.mkdir()
+    processes = {"41": (shim_argv(GONE_SANDBOX, "/run/c.sock"), machine), "42": (["sleep", "1", ""], machine),
+                 "44": (shim_argv(LIVE_SANDBOX, "/run/c.sock"), container), "self": ([], machine)}
+    for pid, (argv, root) in processes.items():
+        (proc / pid).mkdir(parents=True)
+        (proc / pid / "cmdline").write_bytes("\0".join(argv).encode())
+        (proc / pid / "root").symlink_to(root)
+    (proc / "43").mkdir()  # a process that ended while /proc was read: no cmdline
 
-    assert running_shims(str(tmp_path)) == [Shim(41, GONE_SANDBOX, "/run/c.sock", "k8s.io")]
+    assert running_shims(str(proc), str(machine)) == [Shim(41, GONE_SANDBOX, "/run/c.sock", "k8s.io")]
 
 
 def test_a_shim_leaks_when_its_own_containerd_has_no_sandbox_or_container_with_its_id(tmp_path):
