@@ -7,6 +7,7 @@ the worker restarting no pod. Finally `make vagrant-down` (vagrant destroy -f, l
 
 Not collected by `make test` (the file name is not test_*.py): `vagrant up` of two emulated VMs
 takes many minutes. PKL_PROXY_MODE picks the proxy's mode as for the Vagrantfile.
+PKL_VAGRANT_REUSE=1 checks the cluster a `make vagrant-up` left running, and leaves it.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from tests.vm.machine import REPO
 
 VAGRANT_SH = REPO / "tests" / "bed" / "vagrant.sh"
 MODE = os.environ.get("PKL_PROXY_MODE", "iptables")
+REUSE = os.environ.get("PKL_VAGRANT_REUSE") == "1"
 BUSYBOX = "docker.io/library/busybox:1.36"
 
 
@@ -80,19 +82,21 @@ def cluster() -> Iterator[Cluster]:
     work = Path(tempfile.mkdtemp(prefix="pkl-vagrant-test."))
     log = work / "vagrant.log"
     try:
-        say("vagrant", f"make vagrant-up: libvirt, the box, the bundle, `vagrant up` of cp and w1 "
-                       f"(proxy mode {MODE}; tens of minutes under emulation; log {log})")
-        took = vagrant_sh("up", log, 5400)
-        say("vagrant", f"vagrant-up took {took:.0f} s")
+        if not REUSE:
+            say("vagrant", f"make vagrant-up: libvirt, the box, the bundle, `vagrant up` of cp and w1 "
+                           f"(proxy mode {MODE}; tens of minutes under emulation; log {log})")
+            took = vagrant_sh("up", log, 5400)
+            say("vagrant", f"vagrant-up took {took:.0f} s")
         config = work / "ssh-config"
         config.write_text(subprocess.run(["vagrant", "ssh-config"], cwd=REPO / "vagrant", capture_output=True,
                                          text=True, check=True, timeout=300).stdout)
         yield Cluster(VagrantNode("pkl-cp", "cp", "192.168.56.10", config),
                       VagrantNode("pkl-w1", "w1", "192.168.56.11", config))
     finally:
-        say("vagrant", "make vagrant-down: vagrant destroy -f, libvirt stopped")
         try:
-            vagrant_sh("down", log, 900)
+            if not REUSE:
+                say("vagrant", "make vagrant-down: vagrant destroy -f, libvirt stopped")
+                vagrant_sh("down", log, 900)
         finally:
             subprocess.run(["rm", "-rf", str(work)], check=False)
 
