@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -67,13 +68,23 @@ class VagrantNode:
 
 
 def vagrant_sh(action: str, log: Path, timeout: float) -> float:
-    """tests/bed/vagrant.sh ACTION with its output in LOG; seconds taken. Raises with the log's tail."""
+    """tests/bed/vagrant.sh ACTION with its output in LOG; seconds taken. Raises with the log's tail.
+    Out of time, its whole process group goes (a `vagrant up` left running would hold Vagrant's
+    lock on the machines, and the `down` that follows could not destroy them)."""
     started = time.monotonic()
     with open(log, "ab") as out:
-        result = subprocess.run(["bash", str(VAGRANT_SH), action], stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, timeout=timeout, env={**os.environ, "PYTHON": sys.executable})
-    if result.returncode != 0:
-        raise AssertionError(f"vagrant.sh {action} failed ({result.returncode}):\n{log.read_text()[-6000:]}")
+        proc = subprocess.Popen(["bash", str(VAGRANT_SH), action], stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                env={**os.environ, "PYTHON": sys.executable})
+        try:
+            returncode = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise AssertionError(f"vagrant.sh {action}: not done after {timeout:.0f}s:\n{log.read_text()[-6000:]}") \
+                from None
+    if returncode != 0:
+        raise AssertionError(f"vagrant.sh {action} failed ({returncode}):\n{log.read_text()[-6000:]}")
     return time.monotonic() - started
 
 
@@ -129,8 +140,8 @@ async def test_every_node_is_ready_with_the_service_proxy_running(cluster: Clust
 
 async def test_a_pod_resolves_kubernetes_default_through_coredns_and_reaches_it_through_the_proxy(cluster: Cluster):
     cp, worker = cluster.cp.name, cluster.worker.name
-    apply(cluster, pod("web", cp, "mkdir -p /www && echo hello-from-web > /www/index.html && exec httpd -f -p 8080 -h /www",
-                       {"app": "web"}))
+    serve = "mkdir -p /www && echo hello-from-web > /www/index.html && exec httpd -f -p 8080 -h /www"
+    apply(cluster, pod("web", cp, serve, {"app": "web"}))
     apply(cluster, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "default"},
                     "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]}})
     apply(cluster, pod("client", worker, "sleep 100000"))
