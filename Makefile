@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup vm-setup venv control-plane e2e registry addons addons-csi containerd2 kind run test kind-test test-containerd2 unit kubeadm-test bench soak proto cluster cluster-down conformance conformance-cluster install uninstall vagrant-test fresh-check
+.PHONY: setup vm-setup venv control-plane e2e registry addons addons-csi containerd2 kind run test kind-test test-containerd2 unit kubeadm-test bench soak proto cluster cluster-down conformance conformance-cluster install uninstall vagrant-box vagrant-up vagrant-down vagrant-test vm-cluster-test fresh-check
 
 setup: venv ## system packages, containerd (our config), CNI, local images, .venv
 	bash tests/bed/setup.sh
@@ -51,7 +51,7 @@ kind-test: kind ## the kind tier (tests/kind): a kind cluster of pykubelet nodes
 run: setup ## pykubelet standalone on manifests/, in the foreground
 	$(VENV)/bin/pykubelet --pod-manifest-path manifests
 
-vm-setup: ## qemu, mmdebstrap, Vagrant's insecure key and the Debian 12 image, for the VM tier (tests/vm/)
+vm-setup: ## qemu, mmdebstrap, Vagrant's insecure key and the Debian 12 image, for the VM tier (tests/vm/); vagrant-libvirt and libvirt for Vagrant
 	bash tests/bed/vm-setup.sh
 	bash tests/bed/vm_image.sh >/dev/null  # built here, not silently inside pytest (cached)
 
@@ -98,7 +98,19 @@ install: ## pykubelet as this machine's kubelet: /opt/pykubelet, /usr/bin/kubele
 uninstall: ## remove everything `make install` put on the machine (pods keep running)
 	bash systemd/install.sh uninstall
 
-vagrant-test: venv control-plane vm-setup ## the Vagrantfile's cluster for real: two Debian 12 VMs (qemu), kubeadm init and join with pykubelet under systemd
+vagrant-box: vm-setup ## the VM tier's Debian 12 image as the Vagrant box pykubelet/debian12 (libvirt; cached on the image's content)
+	bash tests/bed/vagrant_box.sh
+
+vagrant-up: venv control-plane addons vagrant-box ## `vagrant up` of vagrant/Vagrantfile, offline: libvirt's daemons, the box, the bundle (kubeadm, kubectl, images, wheels); PKL_WORKERS, PKL_PROXY_MODE (iptables|nftables|ipvs); `make vagrant-down` ends it
+	PYTHON=$(PY) bash tests/bed/vagrant.sh up
+
+vagrant-down: ## `vagrant destroy -f` of vagrant-up's cluster, its bundle removed, libvirt's daemons stopped
+	PYTHON=$(PY) bash tests/bed/vagrant.sh down
+
+vagrant-test: venv control-plane addons vagrant-box ## vagrant-up's cluster (cp and w1) checked: nodes Ready, a pod resolving kubernetes.default through CoreDNS and reaching Services through the proxy, `systemctl restart kubelet` restarting no pod; then vagrant-down
+	$(PY) -m pytest tests/vm/vagrant_cluster.py $(PYTEST_ARGS)
+
+vm-cluster-test: venv control-plane vm-setup ## the Vagrantfile's provisioning on two Debian 12 VMs driven by plain qemu (no Vagrant): kubeadm init and join with pykubelet under systemd, restarts, a stop
 	$(PY) -m pytest tests/vm/kubeadm_cluster.py $(PYTEST_ARGS)
 
 fresh-check: ## the rehearsal before resolving anything that touches the test bed or a build: `make run` and every build of `make test` as a new machine runs them (empty caches, Go's too; the machine's are untouched)

@@ -3,7 +3,7 @@ vs the real kubelet, in the same Debian 12 VM image, same run, same cluster.
 
     python -m tests.bench.vm [--rounds 2]
 
-The cluster of `make vagrant-test` (tests/vm/kubeadm_cluster.py: two qemu VMs, kubeadm init
+The cluster of `make vm-cluster-test` (tests/vm/kubeadm_cluster.py: two qemu VMs, kubeadm init
 and join with pykubelet). Then, for each round and each kubelet (alternating, so drift hits
 both), on the worker:
 - restart → Ready: `systemctl restart kubelet` issued until the Node is Ready with a heartbeat

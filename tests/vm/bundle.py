@@ -35,25 +35,32 @@ def _built_tars(argv: list[str]) -> list[Path]:
     return [Path(line.rsplit(" ", 1)[1]) for line in out.splitlines() if " built " in line]
 
 
-def build(target: Path) -> Path:
-    """Make the bundle's tree under target/bundle and its disk target/bundle.raw; returns the disk."""
-    tree = target / "bundle"
+def fill(tree: Path, with_repo: bool = True) -> None:
+    """The bundle's tree under `tree`: wheels/, bin/, images/, and repo/ when with_repo (Vagrant
+    syncs the source tree itself: tests/vm/vagrant_bundle.py leaves it out)."""
     shutil.rmtree(tree, ignore_errors=True)
     (tree / "bin").mkdir(parents=True)
     (tree / "images").mkdir()
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True,
-                           check=True).stdout.decode().split("\0")
-    for name in filter(None, files):
-        source = REPO / name
-        if source.is_file():
-            (tree / "repo" / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, tree / "repo" / name)
+    if with_repo:
+        files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True,
+                               check=True).stdout.decode().split("\0")
+        for name in filter(None, files):
+            source = REPO / name
+            if source.is_file():
+                (tree / "repo" / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, tree / "repo" / name)
     shutil.copytree(wheelhouse.build(), tree / "wheels", ignore=shutil.ignore_patterns(".lock"))
     for tool in TOOLS:
         shutil.copy2(K8S_BIN / tool, tree / "bin" / tool)
     tars = _built_tars([str(BED / "images_control_plane.py")]) + _built_tars([str(BED / "images.py"), "--only", "busybox"])
     for tar in tars:
         shutil.copy2(tar, tree / "images" / tar.name)
+
+
+def build(target: Path) -> Path:
+    """Make the bundle's tree under target/bundle and its disk target/bundle.raw; returns the disk."""
+    tree = target / "bundle"
+    fill(tree)
     disk = target / "bundle.raw"
     size_mib = int(subprocess.run(["du", "-sm", str(tree)], capture_output=True, text=True, check=True)
                    .stdout.split()[0]) * 13 // 10 + 64

@@ -2,7 +2,7 @@
 provisioned by vagrant/provision/, the Vagrantfile's scripts.
 
 test_vm_node.py is the part `make test` runs (one VM: install, kubeadm init, the unit, the systemd
-cgroup driver, restarts and a stop). kubeadm_cluster.py is `make vagrant-test` (two VMs: kubeadm
+cgroup driver, restarts and a stop). kubeadm_cluster.py is `make vm-cluster-test` (two VMs: kubeadm
 init and join). The VMs emulate their CPUs (TCG) and run ~19x slower than this host: the in-VM
 work is kept small, and nothing here is timed as a test; tests/bench/vm.py measures.
 """

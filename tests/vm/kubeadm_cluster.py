@@ -1,4 +1,4 @@
-"""`make vagrant-test`: the Vagrantfile's cluster for real, on two Debian 12 VMs (systemd as PID 1,
+"""`make vm-cluster-test`: the Vagrantfile's provisioning for real, on two Debian 12 VMs (systemd as PID 1,
 cgroup v2): every node provisioned by vagrant/provision/node.sh, `kubeadm init` by
 control-plane.sh with pykubelet running the control plane as static pods under the systemd
 cgroup driver, `kubeadm join` of the worker by worker.sh. Then both nodes Ready, a pod on

@@ -5,7 +5,7 @@ controller-manager and the scheduler as static pods under the systemd cgroup dri
 in its slice with its limits and stats, `systemctl restart kubelet` restarting no pod, the
 watchdog, `systemctl stop kubelet` taking the node NotReady while every pod runs on, a start adopting them.
 
-The part of the VM tier `make test` runs: everything `make vagrant-test` checks but the join
+The part of the VM tier `make test` runs: everything `make vm-cluster-test` checks but the join
 (tests/vm/kubeadm_cluster.py, two VMs). The tests run in order on one VM.
 """
 
