@@ -237,6 +237,18 @@ class CRIClient:
         request = api.ListContainerStatsRequest(filter=api.ContainerStatsFilter(label_selector=label_selector or {}))
         return list((await self._call("ListContainerStats", self._runtime.ListContainerStats, request)).stats)
 
+    async def list_metric_descriptors(self) -> list[api.MetricDescriptor]:
+        """What each series ListPodSandboxMetrics answers is: name, help, label keys; `Unimplemented`
+        from runtimes without the call (containerd before 2.0)."""
+        return list((await self._call("ListMetricDescriptors", self._runtime.ListMetricDescriptors,
+                                      api.ListMetricDescriptorsRequest())).descriptors)
+
+    async def list_pod_sandbox_metrics(self) -> list[api.PodSandboxMetrics]:
+        """The series the runtime measures for each ready sandbox and its containers (cAdvisor's,
+        made by the runtime); `Unimplemented` from runtimes without the call (containerd before 2.0)."""
+        return list((await self._call("ListPodSandboxMetrics", self._runtime.ListPodSandboxMetrics,
+                                      api.ListPodSandboxMetricsRequest())).pod_metrics)
+
     async def image_fs_info(self) -> api.ImageFsInfoResponse:
         return await self._call("ImageFsInfo", self._images.ImageFsInfo, api.ImageFsInfoRequest())
 

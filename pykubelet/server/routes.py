@@ -10,7 +10,7 @@ from aiohttp import web
 
 from pykubelet.api.pod_status import pod_list
 from pykubelet.cri import errors
-from pykubelet.server import configz, container_logs, metrics_endpoints, node_logs
+from pykubelet.server import configz, container_logs, cri_metrics, metrics_endpoints, node_logs
 from pykubelet.server.auth import Denied, Gate
 from pykubelet.server.host import Host, container_id, container_status
 from pykubelet.server.stats import SummaryProvider
@@ -66,6 +66,7 @@ async def running_pods(host: Host) -> dict[str, Any]:
 
 def build_app(host: Host, gate: Gate) -> web.Application:
     summaries = SummaryProvider(host)
+    cadvisor_metrics = cri_metrics.CadvisorMetrics(host.cri)
     metrics_endpoints.install_running_collector(host.pods, host.node_name)
 
     async def healthz(request: web.Request) -> web.Response:
@@ -146,6 +147,7 @@ def build_app(host: Host, gate: Gate) -> web.Application:
     r.add_get("/metrics", metrics_page)
     r.add_get("/metrics/resource", resource_metrics)
     r.add_get("/metrics/probes", probe_metrics)
+    r.add_get("/metrics/cadvisor", cadvisor_metrics.handle)
     r.add_get("/containerLogs/{namespace}/{pod}/{container}", logs)
     r.add_get("/logs/{path:.*}", node_logs.handle)
     for pattern in ("/run/{namespace}/{pod}/{container}", "/run/{namespace}/{pod}/{uid}/{container}"):

@@ -2,17 +2,20 @@
 the whole tier there): a containerd 2.x of the module's own (tests/bed/containerd-node.sh
 --containerd2; built by `make containerd2`), and pykubelet using what 2.x offers: container exits
 pushed through CRI GetContainerEvents, the cgroup driver from RuntimeConfig, the sandbox image
-pinned (the version 3 config's pinned_images), and the node Ready although 2.x reports a
-deprecation condition on this cgroup v1 host."""
+pinned (the version 3 config's pinned_images), the node Ready although 2.x reports a
+deprecation condition on this cgroup v1 host, and /metrics/cadvisor from CRI ListPodSandboxMetrics."""
 
 from __future__ import annotations
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from pykubelet.cri.v1 import api_pb2 as api
 from pykubelet.node.status import NodeHealth, observe_runtime_conditions
+from tests.helpers import wait_for
 from tests.runtime.containerd2 import clean_client, containerd2
 from tests.runtime.conftest import NODE, AgentProcess, main_status, phase, pod_manifest, write_manifest
+from tests.runtime.test_kubelet_api_local import OPEN, get
 
 NAME = "pkl-cd2-sample"
 
@@ -61,5 +64,29 @@ async def test_a_pod_runs_its_exit_is_pushed_and_the_runtimes_driver_is_used(cri
         assert "Using cgroup driver setting received from the CRI runtime" in log, log[-3000:]
         # The exit came through the CRI stream, not containerd's own events (1.6's path).
         assert "CONTAINER_STOPPED_EVENT" in log, log[-3000:]
+    finally:
+        agent.shutdown()
+
+
+async def test_the_kubelet_api_serves_the_runtimes_pod_and_container_metrics(cri2, endpoint, tmp_path):
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    write_manifest(manifests, "measured", pod_manifest("measured", "sleep 3600"))
+    agent = AgentProcess(tmp_path, manifests, *OPEN, endpoint=endpoint).start()
+    try:
+        await agent.wait_pod(f"measured-{NODE}", lambda p: "running" in main_status(p)["state"], 60, "running")
+        pod_labels = {"pod": f"measured-{NODE}", "namespace": "default", "container": "main"}
+
+        def the_containers_samples() -> dict[str, float] | None:
+            code, page = get(agent, "/metrics/cadvisor")
+            assert code == 200, (code, page[:2000])
+            found = {s.name: s.value for family in text_string_to_metric_families(page) for s in family.samples
+                     if pod_labels.items() <= s.labels.items()}
+            return found if "container_memory_working_set_bytes" in found else None
+        samples = await wait_for(the_containers_samples, 30, "the container's series on /metrics/cadvisor", 1,
+                                 describe=agent.describe)
+        assert samples["container_memory_working_set_bytes"] > 0, samples
+        assert "container_cpu_usage_seconds_total" in samples, samples
+        assert samples["container_start_time_seconds"] > 1_600_000_000, samples
     finally:
         agent.shutdown()

@@ -14,6 +14,7 @@ from pykubelet.server.auth import Authenticator, Authorizer, Denied, User
     ("/healthz", ["healthz", "proxy"]), ("/healthz/ping", ["healthz", "proxy"]), ("/pods", ["pods", "proxy"]),
     ("/pods/", ["pods", "proxy"]), ("/runningpods/", ["pods", "proxy"]), ("/configz", ["configz", "proxy"]),
     ("/stats/summary", ["stats"]), ("/metrics", ["metrics"]), ("/metrics/resource", ["metrics"]),
+    ("/metrics/cadvisor", ["metrics"]),
     ("/logs/syslog", ["log"]), ("/containerLogs/ns/p/c", ["proxy"]), ("/exec/ns/p/c", ["proxy"]),
     ("/portForward/ns/p", ["proxy"]), ("/podsx", ["proxy"]), ("/metricsx", ["proxy"]),
 ])
