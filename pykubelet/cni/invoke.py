@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from pykubelet.cni import errors
 from pykubelet.util.log import get_logger
+from pykubelet.util.timeouts import within
 
 log = get_logger(__name__)
 
@@ -60,7 +61,7 @@ async def run_plugin(path: str, plugin: str, command: str, stdin: Mapping[str, A
     except OSError as e:
         raise errors.CNIError(plugin, command, 0, f"cannot execute {argv[0]}", str(e)) from None
     try:
-        stdout, stderr = await asyncio.wait_for(proc.communicate(payload), timeout)
+        stdout, stderr = await within(proc.communicate(payload), timeout)
     except asyncio.TimeoutError:
         _kill_group(proc)
         await proc.wait()

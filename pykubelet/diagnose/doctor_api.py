@@ -16,6 +16,7 @@ import aiohttp
 
 from pykubelet.diagnose.checks import FAIL, OK, WARN, Node, ago, span
 from pykubelet.diagnose.doctor_host import certificate_check
+from pykubelet.util.timeouts import within
 
 AREA = "API server"
 TIMEOUT = 5.0
@@ -40,7 +41,7 @@ class Apiserver:
     async def get(self, path: str) -> tuple[int, Any, float | None]:
         """(HTTP status, decoded body, seconds the server's clock is ahead of ours)."""
         sent = time.time()
-        response = await asyncio.wait_for(self.api.call_api(
+        response = await within(self.api.call_api(
             path, "GET", header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
             _preload_content=False, _request_timeout=TIMEOUT), TIMEOUT + 1)
         try:

@@ -15,6 +15,7 @@ import socket
 from pykubelet.cri import errors
 from pykubelet.cri.client import CRIClient
 from pykubelet.diagnose.checks import FAIL, OK, WARN, Node
+from pykubelet.util.timeouts import within
 
 AREA = "Container runtime"
 TIMEOUT = 5.0
@@ -61,8 +62,8 @@ async def check(node: Node) -> None:
         return
     async with CRIClient(endpoint, timeout=TIMEOUT) as cri:
         try:
-            version = await asyncio.wait_for(cri.version(), TIMEOUT)
-            status = await asyncio.wait_for(cri.status(verbose=True), TIMEOUT)
+            version = await within(cri.version(), TIMEOUT)
+            status = await within(cri.status(verbose=True), TIMEOUT)
         except (errors.CRIError, asyncio.TimeoutError) as e:
             node.add(AREA, FAIL, f"the container runtime does not answer CRI on {endpoint}: "
                                  f"{getattr(e, 'details', '') or type(e).__name__}",

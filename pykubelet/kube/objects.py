@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from pykubelet.kube.reflector import Objects, Reflector
 from pykubelet.util.log import get_logger
+from pykubelet.util.timeouts import within
 
 if TYPE_CHECKING:  # the client costs ~40 MB: imported only when joining a cluster
     from pykubelet.kube.client import KubeClient
@@ -99,7 +100,7 @@ class ObjectCache:
         if item is None:
             raise NotSynced(f"{SINGULAR[resource]} {namespace}/{name} is not referenced by a registered pod")
         try:
-            await asyncio.wait_for(item.synced.wait(), timeout)
+            await within(item.synced.wait(), timeout)
         except asyncio.TimeoutError:
             raise NotSynced(f"failed to sync {SINGULAR[resource]} cache: timed out waiting for the condition") from None
         if item.obj is None:
@@ -139,7 +140,7 @@ class ServiceCache:
 
     async def wait_synced(self, timeout: float = SYNC_TIMEOUT) -> None:
         try:
-            await asyncio.wait_for(self.synced.wait(), timeout)
+            await within(self.synced.wait(), timeout)
         except asyncio.TimeoutError:
             raise NotSynced("services have not yet been read at least once, cannot construct envvars") from None
 

@@ -12,6 +12,7 @@ from pykubelet.config import NetworkSettings
 from pykubelet.util.log import get_logger
 from pykubelet.util.netlink import NetlinkError
 from pykubelet.util.netns import iproute
+from pykubelet.util.timeouts import within
 
 log = get_logger(__name__)
 
@@ -35,7 +36,7 @@ async def run_in(netns: str, *argv: str, stdin: bytes = b"") -> str:
     proc = await asyncio.create_subprocess_exec(*prefix, *argv, stdin=asyncio.subprocess.PIPE,
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:
-        out, err = await asyncio.wait_for(proc.communicate(stdin), COMMAND_TIMEOUT)
+        out, err = await within(proc.communicate(stdin), COMMAND_TIMEOUT)
     except asyncio.TimeoutError:
         proc.kill()
         await proc.wait()

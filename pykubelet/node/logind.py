@@ -13,6 +13,8 @@ import asyncio
 import os
 from typing import AsyncIterator, Protocol
 
+from pykubelet.util.timeouts import within
+
 LOGIND = ("/org/freedesktop/login1", "org.freedesktop.login1", "org.freedesktop.login1.Manager")
 SYSTEMD = ("/org/freedesktop/systemd1", "org.freedesktop.systemd1", "org.freedesktop.systemd1.Manager")
 DROP_IN_DIR = "/etc/systemd/logind.conf.d"
@@ -129,7 +131,7 @@ class SystemLogind:
         try:
             # A plain connection read here, not a router: its receive raises when the bus goes,
             # where a router's filter queue would wait for ever.
-            conn = await asyncio.wait_for(open_dbus_connection(bus="SYSTEM"), CALL_SECONDS)
+            conn = await within(open_dbus_connection(bus="SYSTEM"), CALL_SECONDS)
         except (OSError, EOFError, ValueError, asyncio.TimeoutError) as e:
             raise LogindError(f"cannot reach the system bus to watch for shutdown: {e}") from None
         try:

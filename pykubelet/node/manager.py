@@ -24,6 +24,7 @@ from pykubelet.node import status as node_status
 from pykubelet.node.hostinfo import HostInfo
 from pykubelet.node.pressure import Pressure, Threshold
 from pykubelet.util.log import get_logger
+from pykubelet.util.timeouts import within
 
 log = get_logger(__name__)
 
@@ -168,7 +169,7 @@ class NodeManager:
     async def observe_health(self) -> node_status.NodeHealth:
         health = node_status.NodeHealth()
         try:
-            answer = await asyncio.wait_for(self.cri.status(), RUNTIME_CHECK_TIMEOUT)
+            answer = await within(self.cri.status(), RUNTIME_CHECK_TIMEOUT)
             if not self._runtime_version:
                 version = await self.cri.version()
                 self._runtime_version = f"{version.runtime_name}://{version.runtime_version}"
@@ -213,7 +214,7 @@ class NodeManager:
         while (left := deadline - time.monotonic()) > 0:
             fast = not self._reported_ready and time.monotonic() - self._started < NODE_READY_GRACE
             try:
-                await asyncio.wait_for(self._nudged.wait(), min(left, FAST_CHECK_SECONDS) if fast else left)
+                await within(self._nudged.wait(), min(left, FAST_CHECK_SECONDS) if fast else left)
                 return
             except asyncio.TimeoutError:
                 pass

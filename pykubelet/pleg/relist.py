@@ -23,6 +23,7 @@ from pykubelet.runtime.inspect import inspect_pod
 from pykubelet.runtime.state import PodRuntimeState
 from pykubelet.util import metrics
 from pykubelet.util.log import get_logger
+from pykubelet.util.timeouts import within
 
 log = get_logger(__name__)
 
@@ -101,7 +102,7 @@ class RelistPLEG:
                 except errors.CRIError as e:
                     log.warning("PLEG relist failed", err=str(e))
                 try:
-                    await asyncio.wait_for(kick.wait(), FOLLOW_UP_SECONDS if follow_ups else self.period)
+                    await within(kick.wait(), FOLLOW_UP_SECONDS if follow_ups else self.period)
                     if self._pushed:
                         # The CRI plugin records an exit a little after containerd announces it:
                         # look again shortly after every event, not only at the next period.

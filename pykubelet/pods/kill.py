@@ -24,6 +24,7 @@ from pykubelet.volumes import api as api_volumes
 from pykubelet.volumes import local as local_volumes
 from pykubelet.util import safe_remove
 from pykubelet.util.log import get_logger
+from pykubelet.util.timeouts import within
 
 log = get_logger(__name__)
 
@@ -82,7 +83,7 @@ class PodKiller:
         began, pre_stop_outcome, full_grace = loop.time(), "", grace
         if pre_stop and grace > 0:
             try:
-                failure = await asyncio.wait_for(
+                failure = await within(
                     run_hook(self.cri, pre_stop, name, ports, container_id, pod_ip, desc, grace), grace)
             except asyncio.TimeoutError:
                 failure, pre_stop_outcome = "", f"did not finish within {grace}s"

@@ -32,6 +32,7 @@ from pykubelet.runtime.state import PodRuntimeState
 from pykubelet.status.manager import StatusManager
 from pykubelet.util import metrics
 from pykubelet.util.log import get_logger
+from pykubelet.util.timeouts import within
 
 log = get_logger(__name__)
 
@@ -90,7 +91,7 @@ class PodWorker:
         try:
             while True:
                 try:
-                    await asyncio.wait_for(self._wake.wait(), timeout=delay)
+                    await within(self._wake.wait(), timeout=delay)
                 except asyncio.TimeoutError:
                     pass
                 self._wake.clear()

@@ -22,6 +22,7 @@ from pykubelet.cri import errors
 from pykubelet.runtime.service import Runtime
 from pykubelet.probes.grpc_health.v1 import health_pb2, health_pb2_grpc
 from pykubelet.util import http_client
+from pykubelet.util.timeouts import within
 
 MAX_BODY = 10 * 1024  # the kubelet reads at most 10 KiB of a probe's answer
 MAX_REDIRECTS = 10  # Go's http.Client default, which the kubelet keeps
@@ -76,7 +77,7 @@ async def grpc_check(host: str, port: int, service: str, timeout: float) -> tupl
     async with grpc.aio.insecure_channel(address, options=[("grpc.primary_user_agent",
                                                             f"kube-probe/{KUBE_VERSION}")]) as channel:
         try:
-            await asyncio.wait_for(channel.channel_ready(), timeout)
+            await within(channel.channel_ready(), timeout)
         except asyncio.TimeoutError:
             return False, f"timeout: failed to connect service {json.dumps(address)} within {timeout:g}s"
         stub = health_pb2_grpc.HealthStub(channel)
@@ -120,7 +121,7 @@ async def run_probe(cri: Runtime, probe: Probe, ports: Sequence[ContainerPort], 
             return False, f"HTTP probe failed with statuscode: {status} {body[:200]}".rstrip()
         if isinstance(action, TCPSocketAction):
             port = resolve_port(action.port, ports)
-            _, writer = await asyncio.wait_for(asyncio.open_connection(action.host or pod_ip, port), timeout)
+            _, writer = await within(asyncio.open_connection(action.host or pod_ip, port), timeout)
             writer.close()
             return True, ""
         assert isinstance(action, GRPCAction)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 
+from pykubelet.util.timeouts import within
+
 # Debian 12's iptables-nft restores tens of thousands of chains in minutes (5,000 Services with 10
 # endpoints each: about five), kube-proxy's restores too; only a command hung for longer fails.
 COMMAND_TIMEOUT = 1800.0
@@ -28,7 +30,7 @@ async def run(*argv: str, stdin: str | None = None, timeout: float = COMMAND_TIM
     except OSError as e:
         raise CommandFailed(argv, 127, f"cannot run {argv[0]}: {e.strerror}") from None
     try:
-        out, err = await asyncio.wait_for(proc.communicate(stdin.encode() if stdin is not None else None), timeout)
+        out, err = await within(proc.communicate(stdin.encode() if stdin is not None else None), timeout)
     except asyncio.TimeoutError:
         proc.kill()
         await proc.wait()

@@ -12,6 +12,7 @@ import asyncio
 from typing import Awaitable, Callable
 
 from pykubelet.util.log import get_logger
+from pykubelet.util.timeouts import within
 
 log = get_logger(__name__)
 
@@ -35,7 +36,7 @@ class SyncRunner:
         wait = self.period
         while True:
             try:
-                await asyncio.wait_for(self._wanted.wait(), wait)
+                await within(self._wanted.wait(), wait)
                 periodic = False
             except asyncio.TimeoutError:
                 periodic = True

@@ -25,6 +25,7 @@ from pykubelet.proxy.proxier import Backend, Proxier
 from pykubelet.proxy.runner import SyncRunner
 from pykubelet.util.log import get_logger, setup_logging
 from pykubelet.util.tasks import Tasks, cancel_on_signals
+from pykubelet.util.timeouts import within
 
 log = get_logger("pykubelet.proxy")
 
@@ -166,7 +167,7 @@ class ProxyServer:
             tasks.loop("node", Reflector(kube, "/api/v1/nodes", node_query, self._on_node, "own node").run())
             needs_node = s.detect_local_mode == "NodeCIDR" or s.nodeport_addresses == ["primary"]
             try:
-                await asyncio.wait_for(self._node_seen.wait(), NODE_WAIT if needs_node else 2.0)
+                await within(self._node_seen.wait(), NODE_WAIT if needs_node else 2.0)
             except asyncio.TimeoutError:
                 (log.warning if needs_node else log.info)("Our Node is not there (yet)", node=s.node_name)
             backend = await make_backend(s, self.node)

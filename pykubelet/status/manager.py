@@ -24,6 +24,7 @@ from pykubelet.kube import errors
 from pykubelet.kube.paths import pod_path
 from pykubelet.status.merge import Status, carry_over
 from pykubelet.util.log import get_logger
+from pykubelet.util.timeouts import within
 
 if TYPE_CHECKING:  # the client costs ~40 MB: imported only when joining a cluster
     from pykubelet.kube.client import KubeClient
@@ -162,7 +163,7 @@ class StatusManager:
         """Write dirty statuses and pending deletions; retry failures every RESYNC_SECONDS."""
         while True:
             try:
-                await asyncio.wait_for(self._wake.wait(), RESYNC_SECONDS)
+                await within(self._wake.wait(), RESYNC_SECONDS)
             except asyncio.TimeoutError:
                 pass
             self._wake.clear()

@@ -21,6 +21,7 @@ from pykubelet.runtime.credentials.keyring import Keyring, urls_match
 from pykubelet.runtime.credentials.plugin_config import ProviderSpec
 from pykubelet.util.durations import parse_duration
 from pykubelet.util.log import get_logger
+from pykubelet.util.timeouts import within
 
 log = get_logger(__name__)
 
@@ -115,7 +116,7 @@ class ExecProvider:
             raise PluginError(f"error execing credential provider plugin {self.spec.name} for image {image}: "
                               f"{e.strerror}") from None
         try:
-            stdout, stderr = await asyncio.wait_for(process.communicate(request.encode()), self.timeout)
+            stdout, stderr = await within(process.communicate(request.encode()), self.timeout)
         except asyncio.TimeoutError:
             process.kill()
             await process.wait()

@@ -24,6 +24,7 @@ from pykubelet.util.log import get_logger
 from pykubelet.volumes.csi.pluginregistration.v1 import api_pb2 as reg
 from pykubelet.volumes.csi.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from pykubelet.volumes.csi.registration import CSI_PLUGIN, CsiRegistrationHandler, RegistrationError
+from pykubelet.util.timeouts import within
 
 log = get_logger(__name__)
 
@@ -116,7 +117,7 @@ class PluginWatcher:
         """Register the plugin at the socket; its name, or None when it was not registered."""
         try:
             async with grpc.aio.insecure_channel(f"unix://{path}") as channel:
-                await asyncio.wait_for(channel.channel_ready(), self.dial_timeout)
+                await within(channel.channel_ready(), self.dial_timeout)
                 stub = reg_grpc.RegistrationStub(channel)
                 info = await stub.GetInfo(reg.InfoRequest(), timeout=GET_INFO_TIMEOUT)
                 error = await self._try_register(path, identity, info)
