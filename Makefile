@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup vm-setup venv control-plane e2e registry addons addons-csi containerd2 kind run test kind-test test-containerd2 unit kubeadm-test bench soak proto cluster cluster-down conformance conformance-cluster install uninstall vagrant-box vagrant-up vagrant-down vagrant-test vm-cluster-test fresh-check
+.PHONY: setup vm-setup venv control-plane e2e registry addons addons-csi containerd2 kind run test kind-test kind-conformance test-containerd2 unit kubeadm-test bench soak proto cluster cluster-down conformance conformance-cluster install uninstall vagrant-box vagrant-up vagrant-down vagrant-test vm-cluster-test fresh-check
 
 setup: venv ## system packages, containerd (our config), CNI, local images, .venv
 	bash tests/bed/setup.sh
@@ -47,6 +47,9 @@ kind: setup control-plane addons ## Docker (Debian's docker.io; its daemon start
 
 kind-test: kind ## the kind tier (tests/kind): a kind cluster of pykubelet nodes, and a pykubelet worker joining a kindest/node cluster (docker started and stopped by the tier if it was not running)
 	$(PY) -m pytest tests/kind $(PYTEST_ARGS)
+
+kind-conformance: kind e2e ## make conformance's [NodeConformance] selection on a one-node kind cluster of pykubelet/kind-node:v1.36.3 (its control plane, untainted, runs every spec's pods); NODE=kubelet: on kindest/node:v1.36.3 (CONFORMANCE_FOCUS, CONFORMANCE_SKIP, CONFORMANCE_PROCS); results in build/conformance/kind-<node>
+	$(PY) -m tests.conformance.kind
 
 run: setup ## pykubelet standalone on manifests/, in the foreground
 	$(VENV)/bin/pykubelet --pod-manifest-path manifests

@@ -11,8 +11,9 @@
 #   images                       what `kubeadm config images list` names, plus the CNI's, imported
 #                                into the node's containerd (namespace k8s.io) as kind does:
 #                                pinned, all platforms, not unpacked; from the test bed's OCI tars
-#                                (build-control-plane.sh, `make addons`) in $CACHE/images and
-#                                $CACHE/addons/images, each found by the name it carries
+#                                (build-control-plane.sh, `make addons`, build-kind-storage.sh)
+#                                in $CACHE/images, $CACHE/addons/images and $CACHE/kind/images,
+#                                each found by the name it carries
 #   sandbox image                the base's containerd config names kind's pause:3.10; the node
 #                                gets kubeadm's pause:3.10.2, the one built here
 #   /kind/manifests/default-cni.yaml
@@ -21,7 +22,10 @@
 #                                place: `make addons`'s kube-flannel.yml (its 10.244.0.0/16 is
 #                                kind's default pod subnet), its images, and the CNI bridge plugin
 #                                flannel delegates to (built from the module of the base's plugins)
-#   (no default-storage.yaml: kind then makes a host-path StorageClass "standard")
+#   /kind/manifests/default-storage.yaml
+#                                kind's own: local-path-provisioner as the default StorageClass
+#                                "standard", its images built by build-kind-storage.sh (the
+#                                provisioner from its module, v0.0.30 where kind has v0.0.34)
 #   `docker commit` with kind's entrypoint                          -> kindest/node:$K8S_VERSION
 #
 # and from that image, pykubelet in place of the kubelet: Debian's python3 and python3-venv
@@ -60,18 +64,18 @@ die() { say "ERROR: $*" >&2; exit 1; }
 image_key() { "$DOCKER" image inspect --format "{{index .Config.Labels \"$KEY_LABEL\"}}" "$1" 2>/dev/null || true; }
 
 # The images the node needs: kubeadm's list (its pause swapped for the sandbox image, as kind does)
-# and those the CNI manifest runs.
+# and those the CNI and storage manifests run.
 wanted_images() {
     { "$K8S_BIN/kubeadm" config images list --kubernetes-version "$K8S_VERSION" | grep -v /pause:
       echo "$SANDBOX_IMAGE"
-      sed -n 's/^ *image: *\([^ ]*\) *$/\1/p' "$CNI_MANIFEST"; } | sort -u
+      sed -n 's/^ *image: *\([^ ]*\) *$/\1/p' "$CNI_MANIFEST" "$STORAGE_MANIFEST"; } | sort -u
 }
 
 # image_tar REF: the newest OCI tar in the test bed's caches whose index names REF.
 image_tar() {
     local tar
     # shellcheck disable=SC2045  # newest first; the names are the bed's own, without blanks
-    for tar in $(ls -t "$CACHE"/images/*.tar "$CACHE"/addons/images/*.tar 2>/dev/null); do
+    for tar in $(ls -t "$CACHE"/images/*.tar "$CACHE"/addons/images/*.tar "$OUT"/images/*.tar 2>/dev/null); do
         if tar -xOf "$tar" index.json 2>/dev/null |
             jq -e --arg ref "$1" '.manifests[] | select(.annotations["io.containerd.image.name"] == $ref)' >/dev/null; then
             echo "$tar"; return 0
@@ -127,8 +131,10 @@ build_real() {
     node_exec sed -i "s|^\(\s*sandbox_image = \).*|\1\"$SANDBOX_IMAGE\"|" /etc/containerd/config.toml
     node_exec mkdir -p /kind/manifests
     "$DOCKER" cp "$CNI_MANIFEST" "$BUILD:/kind/manifests/default-cni.yaml"
+    "$DOCKER" cp "$STORAGE_MANIFEST" "$BUILD:/kind/manifests/default-storage.yaml"
     "$DOCKER" cp "$bridge" "$BUILD:/opt/cni/bin/bridge"
-    node_exec chmod 0644 /kind/manifests/default-cni.yaml
+    node_exec chown root:root /kind/manifests/default-cni.yaml /kind/manifests/default-storage.yaml
+    node_exec chmod 0644 /kind/manifests/default-cni.yaml /kind/manifests/default-storage.yaml
     # containerd in the build container, for the import only (kind's imageimporter).
     pid=$(node_exec sh -c 'containerd >/tmp/containerd.log 2>&1 & echo $!')
     for _ in $(seq 100); do node_exec ctr info >/dev/null 2>&1 && break; sleep 0.2; done
@@ -179,13 +185,14 @@ build_pykubelet() {
 }
 
 k8s_go_env
+STORAGE_MANIFEST=$(bash "$here/build-kind-storage.sh")
 "$DOCKER" image inspect "$BASE_IMAGE" >/dev/null 2>&1 || die "no $BASE_IMAGE: run tests/bed/build-kind.sh first"
 [ -f "$CNI_MANIFEST" ] || die "no $CNI_MANIFEST (make addons writes it; KIND_CNI_MANIFEST names another)"
 for b in kubeadm kubelet kubectl; do [ -x "$K8S_BIN/$b" ] || die "no $K8S_BIN/$b (make control-plane builds it)"; done
 exec 9>"$OUT/.lock-node"
 flock 9
 trap remove_build_container EXIT
-real_key=$({ "$DOCKER" image inspect --format '{{.Id}}' "$BASE_IMAGE"; sha256sum "$K8S_BIN"/{kubeadm,kubelet,kubectl} "$CNI_MANIFEST" | cut -d' ' -f1
+real_key=$({ "$DOCKER" image inspect --format '{{.Id}}' "$BASE_IMAGE"; sha256sum "$K8S_BIN"/{kubeadm,kubelet,kubectl} "$CNI_MANIFEST" "$STORAGE_MANIFEST" | cut -d' ' -f1
     declare -f build_real commit wanted_images; echo "$SANDBOX_IMAGE $CNI_PLUGINS_VERSION"
     for ref in $(wanted_images); do ls -l "$(image_tar "$ref")"; done; } | sha256sum | cut -c1-12)
 if [[ $which != pykubelet && $(image_key "$REAL_IMAGE") != "$real_key" ]]; then build_real "$real_key"; fi

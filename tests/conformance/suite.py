@@ -148,10 +148,10 @@ def summary(results: list[Result], reference: list[Result] | None = None, refere
 
 
 def report(results: list[Result], results_root: pathlib.Path, node: str, results_dir: pathlib.Path, title: str,
-           started: float) -> int:
-    """The summary (with what differs from the other node type's last run) into summary.txt and on
-    stdout; the exit status: 1 when a spec failed."""
-    other = "kubelet" if node == "pykubelet" else "pykubelet"
+           started: float, reference: str = "") -> int:
+    """The summary (with what differs from the last run in results_root/`reference`, by default the
+    other node type's) into summary.txt and on stdout; the exit status: 1 when a spec failed."""
+    other = reference or ("kubelet" if node == "pykubelet" else "pykubelet")
     reference = None
     if (results_root / other / "junit.xml").exists():
         reference = read_junit(results_root / other / "junit.xml")

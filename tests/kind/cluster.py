@@ -88,6 +88,9 @@ def load_oci_archive(archive: Path, tag: str) -> None:
 
 
 def cluster_config(image: str, worker_image: str) -> str:
+    """kind's cluster config: a control plane on `image`, and a worker on `worker_image` unless it
+    is empty (kind then removes the control plane's taint, so pods run on it)."""
+    worker = f"- role: worker\n  image: {worker_image}\n" if worker_image else ""
     return f"""kind: Cluster
 apiVersion: kind.x-k8s.io/v1alpha4
 kubeadmConfigPatches:
@@ -97,14 +100,12 @@ kubeadmConfigPatches:
 nodes:
 - role: control-plane
   image: {image}
-- role: worker
-  image: {worker_image}
-"""
+{worker}"""
 
 
 @dataclass
 class KindCluster:
-    """One kind cluster: a control plane on `image` and a worker on `worker_image`."""
+    """One kind cluster: a control plane on `image` and a worker on `worker_image` (none if empty)."""
     name: str
     image: str
     worker_image: str
