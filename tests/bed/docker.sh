@@ -99,23 +99,6 @@ start() {
     say "dockerd up (pid $pid): $("$DOCKER" version --format 'server {{.Server.Version}}')"
 }
 
-# stop_pid PIDFILE WHAT SECONDS: SIGTERM, then wait for it to exit.
-stop_pid() {
-    local pidfile=$1 what=$2 limit=$3 pid
-    [ -f "$pidfile" ] || return 0
-    pid=$(<"$pidfile")
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-        say "stopping $what (pid $pid)"
-        kill -TERM "$pid"
-        local deadline=$((SECONDS + limit))
-        while kill -0 "$pid" 2>/dev/null; do
-            [ "$SECONDS" -lt "$deadline" ] || die "$what (pid $pid) still running after ${limit}s"
-            sleep 0.2
-        done
-    fi
-    rm -f "$pidfile"
-}
-
 stop() {
     # dockerd stops its running containers first (each with its stop signal and timeout).
     stop_pid "$docker_pidfile" dockerd 120

@@ -83,22 +83,6 @@ start() {
     say "libvirt up: $(virsh -c "$uri" version | grep -i 'running hypervisor' || true)"
 }
 
-stop_pid() {
-    local pidfile=$1 what=$2 limit=$3 pid
-    [ -f "$pidfile" ] || return 0
-    pid=$(<"$pidfile")
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-        say "stopping $what (pid $pid)"
-        kill -TERM "$pid"
-        local deadline=$((SECONDS + limit))
-        while kill -0 "$pid" 2>/dev/null; do
-            [ "$SECONDS" -lt "$deadline" ] || die "$what (pid $pid) still running after ${limit}s"
-            sleep 0.2
-        done
-    fi
-    rm -f "$pidfile" "$pidfile.own"
-}
-
 stop() {
     if libvirtd_ok; then
         local name
