@@ -19,8 +19,6 @@ Docker is started by tests/bed/docker.sh if it was not running, and then stopped
 
 from __future__ import annotations
 
-import argparse
-import os
 import pathlib
 import subprocess
 import sys
@@ -97,13 +95,7 @@ def conformance(node: str, focus: str, skip: str, procs: int, results: pathlib.P
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--node", choices=sorted(IMAGES), default=os.environ.get("NODE", "pykubelet"))
-    parser.add_argument("--procs", type=int, default=int(os.environ.get("CONFORMANCE_PROCS", "3")))
-    parser.add_argument("--focus", default=os.environ.get("CONFORMANCE_FOCUS") or suite.FOCUS)
-    parser.add_argument("--skip", default=os.environ.get("CONFORMANCE_SKIP") or suite.SKIP)
-    parser.add_argument("--results", type=pathlib.Path, default=None,
-                        help="where the JUnit report and logs go (default build/conformance/kind-<node>)")
+    parser = suite.arguments(__doc__.split("\n\n")[0], tuple(sorted(IMAGES)), "build/conformance/kind-<node>")
     args = parser.parse_args(argv)
     stop_on_sigterm()
     results_dir = args.results or RESULTS / f"kind-{args.node}"

@@ -12,8 +12,6 @@ is stopped and removed at the end; what a killed run left is removed before it s
 
 from __future__ import annotations
 
-import argparse
-import os
 import pathlib
 import sys
 import time
@@ -49,13 +47,7 @@ def _run_on_a_node(kind: str, focus: str, skip: str, procs: int, results: pathli
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--node", choices=("pykubelet", "kubelet"), default=os.environ.get("NODE", "pykubelet"))
-    parser.add_argument("--procs", type=int, default=int(os.environ.get("CONFORMANCE_PROCS", "3")))
-    parser.add_argument("--focus", default=os.environ.get("CONFORMANCE_FOCUS") or suite.FOCUS)
-    parser.add_argument("--skip", default=os.environ.get("CONFORMANCE_SKIP") or suite.SKIP)
-    parser.add_argument("--results", type=pathlib.Path, default=None,
-                        help="where the JUnit report and logs go (default build/conformance/<node>)")
+    parser = suite.arguments(__doc__.split("\n\n")[0], ("pykubelet", "kubelet"), "build/conformance/<node>")
     args = parser.parse_args(argv)
     results_dir = args.results or RESULTS / args.node
     start = time.monotonic()

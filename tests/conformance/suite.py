@@ -6,6 +6,7 @@ included). A dry run first lists what the selection holds, so the run can say ho
 
 from __future__ import annotations
 
+import argparse
 import os
 import pathlib
 import re
@@ -160,3 +161,16 @@ def report(results: list[Result], results_root: pathlib.Path, node: str, results
     print(f"\n=== {title} ({(time.monotonic() - started) / 60:.0f} min; "
           f"JUnit: {results_dir / 'junit.xml'})\n{text}", flush=True)
     return 1 if any(r.status == "failed" for r in results) else 0
+
+
+def arguments(description: str, nodes: tuple[str, ...], results_default: str) -> argparse.ArgumentParser:
+    """The options every conformance runner takes (NODE, CONFORMANCE_PROCS, CONFORMANCE_FOCUS and
+    CONFORMANCE_SKIP from the environment by default); the runner adds its own."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--node", choices=nodes, default=os.environ.get("NODE", "pykubelet"))
+    parser.add_argument("--procs", type=int, default=int(os.environ.get("CONFORMANCE_PROCS", "3")))
+    parser.add_argument("--focus", default=os.environ.get("CONFORMANCE_FOCUS") or FOCUS)
+    parser.add_argument("--skip", default=os.environ.get("CONFORMANCE_SKIP") or SKIP)
+    parser.add_argument("--results", type=pathlib.Path, default=None,
+                        help=f"where the JUnit report and logs go (default {results_default})")
+    return parser
