@@ -31,6 +31,7 @@ packages=(
     linux-image-cloud-amd64 initramfs-tools kmod procps iproute2 iputils-ping less
     containerd runc containernetworking-plugins iptables conntrack socat ethtool ebtables
     python3 python3-venv make ca-certificates curl openssl
+    nftables ipvsadm ipset  # what the proxy's modes show their rules with (and kube-proxy's IPVS mode runs)
 )
 
 mkdir -p "$cache"

@@ -3,7 +3,10 @@ software emulation), offline, as `make vagrant-up` runs it: the box pykubelet/de
 synced in, a control plane and a worker. Then the cluster a user would expect: both nodes Ready
 with the Service proxy active on each; a pod resolving kubernetes.default through kubeadm's
 CoreDNS and reaching it, and another node's pod, through the proxy; `systemctl restart kubelet` on
-the worker restarting no pod. Finally `make vagrant-down` (vagrant destroy -f, libvirt stopped).
+the worker restarting no pod; each node's rules for the Services in the proxy's mode (`ipvsadm -Ln`
+in IPVS mode); `systemctl poweroff` of the worker with shutdownGracePeriod set, its pod stopped
+gracefully and reported as the kubelet reports a pod a node shutdown ended. Finally `make vagrant-down` (vagrant
+destroy -f, libvirt stopped).
 
 Not collected by `make test` (the file name is not test_*.py): `vagrant up` of two emulated VMs
 takes many minutes. PKL_PROXY_MODE picks the proxy's mode as for the Vagrantfile.
@@ -36,6 +39,7 @@ VAGRANT_SH = REPO / "tests" / "bed" / "vagrant.sh"
 MODE = os.environ.get("PKL_PROXY_MODE", "iptables")
 REUSE = os.environ.get("PKL_VAGRANT_REUSE") == "1"
 BUSYBOX = "docker.io/library/busybox:1.36"
+SHUTDOWN_GRACE, SHUTDOWN_CRITICAL = 30, 10  # seconds: the worker's shutdownGracePeriod(CriticalPods)
 
 
 @dataclass
@@ -170,3 +174,58 @@ async def test_restarting_the_kubelet_on_the_worker_restarts_no_pod(cluster: Clu
     await wait_for(lambda: cluster.ready(cluster.worker.name, since), 300, "pkl-w1 Ready after the restart",
                    interval=5, describe=cluster.describe)
     assert restart_counts(cluster) == before
+
+
+# How each mode's rules look to an admin, and a Service address in them (the apiserver's and web's).
+RULES = {"iptables": "iptables-save -t nat", "nftables": "nft list table ip kube-proxy", "ipvs": "ipvsadm -Ln"}
+
+
+async def test_each_node_proxies_the_services_in_the_chosen_mode(cluster: Cluster):
+    web = cluster.json("get", "service", "web")["spec"]["clusterIP"]
+    for node in (cluster.cp, cluster.worker):
+        rules = node.ssh(RULES[MODE], check=False)
+        assert rules.returncode == 0, (node.name, rules.stderr)
+        if MODE == "ipvs":  # a virtual server per Service port, its endpoint a masqueraded real server
+            for service, endpoint in (("10.96.0.1:443", r"192\.168\.56\.10:6443"), (f"{web}:80", r"[0-9.]+:8080")):
+                assert re.search(rf"TCP\s+{re.escape(service)} rr\s*\n\s*->\s+{endpoint}\s+Masq", rules.stdout), \
+                    (node.name, service, rules.stdout)
+            link = node.ssh("ip -o addr show kube-ipvs0", check=False).stdout
+            assert "10.96.0.1/32" in link and f"{web}/32" in link, (node.name, link)
+        else:
+            assert "10.96.0.1" in rules.stdout and web in rules.stdout, (node.name, rules.stdout[-3000:])
+
+
+async def test_powering_off_the_worker_ends_its_pod_as_a_node_shutdown_does(cluster: Cluster):
+    worker = cluster.worker
+    # kubeadm writes no shutdownGracePeriod (the kubelet's default 0 turns the feature off): set it,
+    # as an admin would in the node's KubeletConfiguration
+    worker.ssh(f"sed -i '/^shutdownGracePeriod/d' /var/lib/kubelet/config.yaml && "
+               f"printf 'shutdownGracePeriod: {SHUTDOWN_GRACE}s\\nshutdownGracePeriodCriticalPods: "
+               f"{SHUTDOWN_CRITICAL}s\\n' >> /var/lib/kubelet/config.yaml")
+    since = time.time()
+    assert worker.ssh("systemctl restart kubelet", timeout=400, check=False).returncode == 0
+    await wait_for(lambda: cluster.ready(worker.name, since), 300, "pkl-w1 Ready with the shutdown settings",
+                   interval=5, describe=cluster.describe)
+    await wait_for(lambda: re.search(r"kubelet\s.*shutdown\s.*delay",
+                                     worker.ssh("systemd-inhibit --list --no-pager", check=False).stdout),
+                   120, "the agent's delay lock on shutdown", interval=3,
+                   describe=lambda: worker.ssh("systemd-inhibit --list --no-pager", check=False).stdout)
+    apply(cluster, pod("stopper", worker.name,
+                       "trap 'echo got TERM; exit 0' TERM; while true; do sleep 1; done"))
+    await wait_for(lambda: running(cluster, ("stopper",)), 300, "the stopper pod Running", interval=5,
+                   describe=cluster.describe)
+
+    worker.ssh("systemctl poweroff", timeout=60, check=False)  # the connection may drop as it goes
+
+    def ended_by_the_shutdown() -> dict[str, Any] | None:
+        status = cluster.json("get", "pod", "stopper")["status"]
+        return status if status.get("phase") == "Failed" else None
+    status = await wait_for(ended_by_the_shutdown, 300, "the stopper pod reported Failed by its node's shutdown",
+                            interval=3, describe=cluster.describe)
+    assert (status.get("reason"), status.get("message")) == (
+        "Terminated", "Pod was terminated in response to imminent node shutdown."), status
+    disruption = [c for c in status.get("conditions", []) if c["type"] == "DisruptionTarget"]
+    assert disruption and disruption[0]["reason"] == "TerminationByKubelet", status
+    # SIGTERM, answered: exit 0 within the grace period, not a SIGKILL's 137
+    main = status["containerStatuses"][0]["state"]["terminated"]
+    assert main["exitCode"] == 0, main

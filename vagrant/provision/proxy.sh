@@ -23,10 +23,20 @@ case "$mode" in
     *) say "PKL_PROXY_MODE=$mode: must be iptables, nftables or ipvs"; exit 1 ;;
 esac
 [ -f /etc/kubernetes/kubelet.conf ] || { say "/etc/kubernetes/kubelet.conf missing: run control-plane.sh or worker.sh first"; exit 1; }
-if [ "$mode" = nftables ] && ! command -v nft >/dev/null; then
-    say "installing nftables (the mode's nft)"
+# the mode's own tools, to look at what the proxy wrote (kube-proxy's IPVS mode also runs ipset)
+case "$mode" in
+    nftables) tools=(nftables) ;;
+    ipvs) tools=(ipvsadm ipset) ;;
+    *) tools=() ;;
+esac
+missing=()
+for p in "${tools[@]}"; do
+    [ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)" = installed ] || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    say "installing ${missing[*]} (the $mode mode's tools)"
     apt-get update -q
-    apt-get install -y -q --no-install-recommends nftables
+    apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 if [ -f /etc/kubernetes/admin.conf ]; then
     kubectl --kubeconfig /etc/kubernetes/admin.conf apply -f "$repo/vagrant/provision/proxy-rbac.yaml"
