@@ -5,8 +5,6 @@
 # The image already is what a public Debian 12 box is (systemd, sshd, the user `vagrant` with
 # password-less sudo and Vagrant's insecure key); the box adds what Vagrant itself uses:
 #   rsync         for the synced folders (Vagrant would apt-get it on first boot, offline it cannot)
-#   nft, ipvsadm  for the proxy's nftables mode, and to look at its IPVS mode's virtual servers
-#                 (the provisioning would apt-get nftables, offline it cannot)
 #   eth0 by DHCP  vagrant-libvirt's management network gives each VM a random MAC; the image
 #                 configures only the test bed's fixed MACs. net.ifnames=0 on the kernel's
 #                 command line makes the first NIC eth0; Vagrant configures the others itself
@@ -26,7 +24,7 @@ name="${PKL_BOX_NAME:-pykubelet/debian12}"
 vagrant_home="${VAGRANT_HOME:-$HOME/.vagrant.d}"
 installed="$vagrant_home/boxes/${name//\//-VAGRANTSLASH-}/0/libvirt"
 # what the image lacks of them, with their libraries the image lacks
-extra_packages=(rsync libpopt0 nftables libnftables1 libjansson4 ipvsadm libnl-3-200 libnl-genl-3-200)
+extra_packages=(rsync libpopt0)
 cmd_line="root=/dev/vda rw console=ttyS0 net.ifnames=0 quiet"
 say() { printf 'vagrant-box: %s\n' "$*" >&2; }
 
