@@ -7,7 +7,8 @@
 #   libvirt.sh start    virtlogd, virtlockd and libvirtd, unless libvirtd answers; idempotent
 #   libvirt.sh stop     every running domain and active network of this libvirt gone (Vagrant's
 #                       destroy removes its own; this catches what an interrupted run left), then
-#                       the three daemons stopped: dnsmasq and the NAT rules go with the networks
+#                       the three daemons stopped: dnsmasq and the NAT rules go with the networks,
+#                       and the empty LIBVIRT_* chains libvirt leaves behind are removed
 #   libvirt.sh status   exit 0 if libvirtd answers
 #
 # Networks are vagrant-libvirt's own (its management network, NAT with dnsmasq, 192.168.121.0/24,
@@ -99,6 +100,34 @@ stop() {
     local i
     for ((i = ${#daemons[@]} - 1; i >= 0; i--)); do
         stop_pid "$(pidfile "${daemons[i]}")" "${daemons[i]}" 60
+    done
+    remove_empty_chains
+}
+
+# libvirt makes its top-level chains (LIBVIRT_INP, _FWI, _PRT, ...) and the jumps to them when its
+# first network starts, and keeps them, empty, after the last one goes. Only when every one of
+# them is empty (no network of any libvirt uses them) are they removed, jumps first.
+remove_empty_chains() {
+    local cmd table rule chain chains argv
+    for cmd in iptables ip6tables; do
+        command -v "$cmd" >/dev/null || continue
+        for table in filter nat mangle; do
+            chains=$("$cmd" -w -t "$table" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^LIBVIRT_/ {print $2}')
+            [ -n "$chains" ] || continue
+            for chain in $chains; do
+                if "$cmd" -w -t "$table" -S "$chain" | grep -q '^-A'; then
+                    say "$cmd $table: $chain still has rules; libvirt's chains left as they are"
+                    return 0
+                fi
+            done
+            "$cmd" -w -t "$table" -S | grep -E -- '-j LIBVIRT_[A-Z]+$' | while read -r rule; do
+                read -ra argv <<<"${rule/#-A/-D}"
+                "$cmd" -w -t "$table" "${argv[@]}"
+            done
+            for chain in $chains; do
+                "$cmd" -w -t "$table" -X "$chain"
+            done
+        done
     done
 }
 

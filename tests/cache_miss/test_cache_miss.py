@@ -19,7 +19,8 @@ from tests import progress
 
 REPO = Path(__file__).resolve().parents[2]
 FRESH_CHECK = Path("tests/bed/fresh-check.sh")
-STEPS = ("make-run", "control-plane", "kube-proxy", "containerd2", "e2e", "images", "e2e-images", "wheelhouse", "vm-setup")
+STEPS = ("make-run", "control-plane", "kube-proxy", "containerd2", "e2e", "images", "e2e-images", "wheelhouse", "vm-setup",
+         "vagrant-box")
 
 
 def fresh_check(tree: Path, *args: str, timeout: float) -> tuple[int, str]:
