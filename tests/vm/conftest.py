@@ -1,9 +1,9 @@
 """The VM tier: real Debian 12 machines with systemd as PID 1 and cgroup v2 (tests/vm/machine.py),
 provisioned by vagrant/provision/, the Vagrantfile's scripts.
 
-test_vm_node.py is the part `make test` runs (one VM: install, kubeadm init, the unit, the systemd
-cgroup driver, restarts and a stop). kubeadm_cluster.py is `make vm-cluster-test` (two VMs: kubeadm
-init and join). The VMs emulate their CPUs (TCG) and run ~19x slower than this host: the in-VM
+test_vm_node.py is the part `make test` runs (one VM, brought up by Vagrant itself,
+tests/vm/vagrant.py: install, kubeadm init, the unit, the systemd cgroup driver, restarts and a
+stop). kubeadm_cluster.py is `make vm-cluster-test` (two VMs: kubeadm init and join). The VMs emulate their CPUs (TCG) and run ~19x slower than this host: the in-VM
 work is kept small, and nothing here is timed as a test; tests/bench/vm.py measures.
 """
 
@@ -18,7 +18,7 @@ import pytest
 
 from tests.progress import say
 from tests.vm import bundle as bundles
-from tests.vm.machine import REPO, STATE, Machine, private_network, remove_state
+from tests.vm.machine import REPO, STATE, Machine, Node, private_network, remove_state
 
 BUNDLE_MOUNT = "/bundle"
 PROVISION_ENV = {"PKL_BUNDLE": BUNDLE_MOUNT, "PKL_REPO": f"{BUNDLE_MOUNT}/repo"}
@@ -71,7 +71,7 @@ def provision(machine: Machine, script: str, timeout: float = 1200, **env: str) 
     return result.stdout + result.stderr
 
 
-def journal(machine: Machine, unit: str = "kubelet", lines: int = 60) -> str:
+def journal(machine: Node, unit: str = "kubelet", lines: int = 60) -> str:
     result = machine.ssh(f"journalctl -u {unit} --no-pager -n {lines} -o cat", check=False, timeout=60)
     return f"--- journal of {unit} on {machine.name} ---\n{result.stdout[-6000:]}"
 

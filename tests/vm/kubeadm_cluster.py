@@ -23,7 +23,7 @@ import pytest
 
 from tests.helpers import wait_for
 from tests.vm.conftest import boot, journal, provision
-from tests.vm.machine import Machine
+from tests.vm.machine import Machine, Node
 
 CONTROL_PLANE_PODS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
@@ -49,7 +49,7 @@ def one_node_cluster(vm_bed: Any, private_ports: Any, name: str, number: int) ->
 class Cluster:
     """The cluster, seen through kubectl on the control-plane machine."""
 
-    def __init__(self, cp: Machine, worker: Machine | None = None):
+    def __init__(self, cp: Node, worker: Node | None = None):
         self.cp, self.worker = cp, worker
 
     def kubectl(self, *args: str, check: bool = True) -> str:

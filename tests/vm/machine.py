@@ -1,12 +1,14 @@
 """A Debian 12 VM of the test bed: qemu with software emulation (TCG) booting the image
 tests/bed/vm_image.sh builds, reached over SSH as Vagrant reaches a box.
 
-Why plain qemu and not Vagrant: this machine's /dev/kvm runs only PVM guest kernels, so Debian
-guests get TCG either way, and vagrant-libvirt would add a libvirtd, virtlogd and virtlockd
-started by hand, a libvirt network and a box import to every run, for the same qemu underneath.
-The VMs run the very provisioning scripts the Vagrantfile runs (vagrant/provision/), with what
-Vagrant would hand them: the source tree (here on a read-only disk with the wheels, binaries
-and images, since nothing can be downloaded), the private network's address, the token.
+Why plain qemu as well as Vagrant (tests/vm/vagrant.py, which `make test` and `make vagrant-test`
+use): the tests that power a machine off and boot it again (node_shutdown.py), try a proxy mode
+on one node (ipvs_proxy.py) or compare agents (tests/bench/vm.py) drive qemu directly, with no
+libvirt daemons, network or box import in between; the same qemu with TCG runs underneath either
+way (this machine's /dev/kvm runs only PVM guest kernels). These VMs run the very provisioning
+scripts the Vagrantfile runs (vagrant/provision/), with what Vagrant would hand them: the source
+tree (here on a read-only disk with the wheels, binaries and images, since nothing can be
+downloaded), the private network's address, the token.
 
 Each VM: the image's root filesystem through its own qcow2 overlay (the image stays as built),
 the bundle disk read-only, 2 CPUs and 2 GiB (kubeadm's preflight minimum for a control plane),
@@ -28,12 +30,23 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 REPO = Path(__file__).resolve().parents[2]
 INSECURE_KEY_GLOB = "/usr/share/rubygems-integration/all/gems/vagrant-*/keys/vagrant"
 STATE = Path(os.environ.get("PYKUBELET_VM_STATE", "/var/lib/pykubelet-vm"))
 MEMORY_MIB = 2048
 CPUS = 2
+
+
+
+class Node(Protocol):
+    """A machine the tests run commands on as root: a Machine here, or one of the Vagrantfile's
+    (tests/vm/vagrant.py)."""
+    name: str
+
+    def ssh(self, command: str, timeout: float = 300, check: bool = True,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]: ...
 
 
 def free_port() -> int:

@@ -1,12 +1,16 @@
-"""One Debian 12 VM, systemd as PID 1, cgroup v2: provisioned as the Vagrantfile provisions the
-control plane (`make install`, then `kubeadm init` by control-plane.sh), so pykubelet runs under
-kubelet.service with kubeadm's drop-in and config and runs etcd, the apiserver, the
-controller-manager and the scheduler as static pods under the systemd cgroup driver. Then a pod
-in its slice with its limits and stats, `systemctl restart kubelet` restarting no pod, the
-watchdog, `systemctl stop kubelet` taking the node NotReady while every pod runs on, a start adopting them.
+"""One Debian 12 VM, systemd as PID 1, cgroup v2, brought up by Vagrant from the project's own
+Vagrantfile as `make vagrant-up` does it (tests/vm/vagrant.py; the control plane alone,
+PKL_WORKERS=0): pykubelet installed as kubelet.service with kubeadm's drop-in and config, `kubeadm
+init` running etcd, the apiserver, the controller-manager and the scheduler as static pods under
+the systemd cgroup driver, kubeadm's CoreDNS and `pykubelet proxy` as kube-proxy.service. Then a
+pod in its slice with its limits and stats, `systemctl restart kubelet` restarting no pod, the
+watchdog, `systemctl stop kubelet` taking the node NotReady while every pod runs on, a start
+adopting them.
 
-The part of the VM tier `make test` runs: everything `make vm-cluster-test` checks but the join
-(tests/vm/kubeadm_cluster.py, two VMs). The tests run in order on one VM.
+The part of the VM tier `make test` runs, through Vagrant so that the Vagrantfile itself (its box,
+synced folders, network and provider settings) is exercised on every run; `make vagrant-test`
+adds a worker, DNS and Services across nodes and a node shutdown, `make vm-cluster-test` the same
+provisioning on plain qemu. The tests run in order on one VM.
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ import pytest
 
 from tests.helpers import wait_for
 from tests.vm.conftest import journal
-from tests.vm.kubeadm_cluster import CONTROL_PLANE_PODS, Cluster, one_node_cluster, restart_counts, running
-from tests.vm.machine import Machine
+from tests.vm.kubeadm_cluster import CONTROL_PLANE_PODS, Cluster, restart_counts, running
+from tests.vm.machine import Node
+from tests.vm.vagrant import vagrant_cluster
 
-NODE = "pkl-node"
+NODE = "pkl-cp"  # the Vagrantfile's control plane
 MEMORY_LIMIT = 64 * 2**20
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sleeper", "namespace": "default"},
        "spec": {"nodeName": NODE, "terminationGracePeriodSeconds": 2, "tolerations": [{"operator": "Exists"}],
@@ -32,12 +37,12 @@ POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sleeper", "names
 
 
 @pytest.fixture(scope="module")
-def cluster(vm_bed, private_ports):
-    with one_node_cluster(vm_bed, private_ports, NODE, 10) as made:
+def cluster():
+    with vagrant_cluster(workers=0) as made:
         yield made
 
 
-def unit(machine: Machine) -> dict[str, str]:
+def unit(machine: Node) -> dict[str, str]:
     out = machine.ssh("systemctl show kubelet -p Type -p ActiveState -p SubState -p StatusText -p MainPID "
                       "-p NRestarts", timeout=60).stdout
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)

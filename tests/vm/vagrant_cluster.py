@@ -19,101 +19,25 @@ import json
 import os
 import re
 import shlex
-import signal
-import subprocess
-import sys
-import tempfile
 import time
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
 from tests.helpers import wait_for
-from tests.progress import say
 from tests.vm.kubeadm_cluster import Cluster, restart_counts, running
-from tests.vm.machine import REPO
+from tests.vm.vagrant import vagrant_cluster
 
-VAGRANT_SH = REPO / "tests" / "bed" / "vagrant.sh"
 MODE = os.environ.get("PKL_PROXY_MODE", "iptables")
 REUSE = os.environ.get("PKL_VAGRANT_REUSE") == "1"
 BUSYBOX = "docker.io/library/busybox:1.36"
 SHUTDOWN_GRACE, SHUTDOWN_CRITICAL = 30, 10  # seconds: the worker's shutdownGracePeriod(CriticalPods)
 
 
-@dataclass
-class VagrantNode:
-    """A machine of the Vagrantfile, reached with the SSH settings `vagrant ssh-config` gives."""
-    name: str
-    """The Node's name (the VM's hostname)."""
-    host: str
-    """Vagrant's name for the machine (cp, w1)."""
-    ip: str
-    ssh_config: Path
-
-    def ssh(self, command: str, timeout: float = 300, check: bool = True,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        """`command` as root, as `vagrant ssh -c 'sudo ...'` runs it (Machine.ssh's interface)."""
-        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
-        remote = f"sudo {'env ' + exports if exports else ''} bash -c {shlex.quote(command)}"
-        argv = ["ssh", "-q", "-F", str(self.ssh_config), "-o", "BatchMode=yes", "-o", "ServerAliveInterval=15",
-                self.host, remote]
-        try:
-            result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            if not check:
-                return subprocess.CompletedProcess(argv, 124, "", "timed out")
-            raise AssertionError(f"{self.host}: `{command}` timed out after {timeout:.0f}s") from None
-        if check and result.returncode != 0:
-            raise AssertionError(f"{self.host}: `{command}` failed ({result.returncode}):\n"
-                                 f"{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
-        return result
-
-
-def vagrant_sh(action: str, log: Path, timeout: float) -> float:
-    """tests/bed/vagrant.sh ACTION with its output in LOG; seconds taken. Raises with the log's tail.
-    Out of time, its whole process group goes (a `vagrant up` left running would hold Vagrant's
-    lock on the machines, and the `down` that follows could not destroy them)."""
-    started = time.monotonic()
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(["bash", str(VAGRANT_SH), action], stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True,
-                                env={**os.environ, "PYTHON": sys.executable})
-        try:
-            returncode = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            raise AssertionError(f"vagrant.sh {action}: not done after {timeout:.0f}s:\n{log.read_text()[-6000:]}") \
-                from None
-    if returncode != 0:
-        raise AssertionError(f"vagrant.sh {action} failed ({returncode}):\n{log.read_text()[-6000:]}")
-    return time.monotonic() - started
-
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    work = Path(tempfile.mkdtemp(prefix="pkl-vagrant-test."))
-    log = work / "vagrant.log"
-    try:
-        if not REUSE:
-            say("vagrant", f"make vagrant-up: libvirt, the box, the bundle, `vagrant up` of cp and w1 "
-                           f"(proxy mode {MODE}; tens of minutes under emulation; log {log})")
-            took = vagrant_sh("up", log, 5400)
-            say("vagrant", f"vagrant-up took {took:.0f} s")
-        config = work / "ssh-config"
-        config.write_text(subprocess.run(["vagrant", "ssh-config"], cwd=REPO / "vagrant", capture_output=True,
-                                         text=True, check=True, timeout=300).stdout)
-        yield Cluster(VagrantNode("pkl-cp", "cp", "192.168.56.10", config),
-                      VagrantNode("pkl-w1", "w1", "192.168.56.11", config))
-    finally:
-        try:
-            if not REUSE:
-                say("vagrant", "make vagrant-down: vagrant destroy -f, libvirt stopped")
-                vagrant_sh("down", log, 900)
-        finally:
-            subprocess.run(["rm", "-rf", str(work)], check=False)
+    with vagrant_cluster(1, MODE, REUSE) as made:
+        yield made
 
 
 def apply(cluster: Cluster, obj: dict[str, Any]) -> None:
