@@ -26,17 +26,10 @@ pause_image=registry.k8s.io/pause:3.10.2
 say() { printf '[node %s] %s\n' "$(hostname)" "$*" >&2; }
 export DEBIAN_FRONTEND=noninteractive PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-packages=(containerd runc containernetworking-plugins iptables conntrack socat ethtool python3 python3-venv make
-          ca-certificates curl openssl)
-missing=()
-for p in "${packages[@]}"; do
-    [ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)" = installed ] || missing+=("$p")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-    say "installing ${missing[*]}"
-    apt-get update -q
-    apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+# shellcheck source=vagrant/provision/packages.sh
+source "$repo/vagrant/provision/packages.sh"
+install_missing containerd runc containernetworking-plugins iptables conntrack socat ethtool python3 python3-venv \
+    make ca-certificates curl openssl
 
 say "kernel: overlay, br_netfilter, forwarding, no swap"
 printf 'overlay\nbr_netfilter\n' >/etc/modules-load.d/k8s.conf

@@ -24,20 +24,12 @@ case "$mode" in
 esac
 [ -f /etc/kubernetes/kubelet.conf ] || { say "/etc/kubernetes/kubelet.conf missing: run control-plane.sh or worker.sh first"; exit 1; }
 # the mode's own tools, to look at what the proxy wrote (kube-proxy's IPVS mode also runs ipset)
+# shellcheck source=vagrant/provision/packages.sh
+source "$repo/vagrant/provision/packages.sh"
 case "$mode" in
-    nftables) tools=(nftables) ;;
-    ipvs) tools=(ipvsadm ipset) ;;
-    *) tools=() ;;
+    nftables) install_missing nftables ;;
+    ipvs) install_missing ipvsadm ipset ;;
 esac
-missing=()
-for p in "${tools[@]}"; do
-    [ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)" = installed ] || missing+=("$p")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-    say "installing ${missing[*]} (the $mode mode's tools)"
-    apt-get update -q
-    apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
 if [ -f /etc/kubernetes/admin.conf ]; then
     kubectl --kubeconfig /etc/kubernetes/admin.conf apply -f "$repo/vagrant/provision/proxy-rbac.yaml"
 fi
