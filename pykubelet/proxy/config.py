@@ -141,6 +141,10 @@ def load_file(path: str, settings: ProxySettings, warn: Callable[[str], None]) -
     except ValueError as e:
         raise ConfigError(f"{path}: field mode: {e}") from None
     masq = "iptables" if mode == "ipvs" else mode
+    if mode == "ipvs":
+        # kube-proxy's file defaults give the iptables and nftables sections a minSyncPeriod of 1s
+        # and the ipvs section none: a file in IPVS mode syncs at once unless it asks otherwise
+        settings.min_sync_period = 0.0
     fields = {key.replace("{mode}", mode).replace("{masq}", masq): target for key, target in FILE_FIELDS.items()}
     zero_is_a_value = {key.replace("{masq}", masq) for key in ZERO_IS_A_VALUE}
     for key, value in _leaves(doc):

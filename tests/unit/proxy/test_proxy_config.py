@@ -68,6 +68,15 @@ def test_the_ipvs_mode_reads_its_section_and_the_iptables_masquerade_settings_as
                                                      "proxy; ignored"]
 
 
+def test_a_file_in_ipvs_mode_has_no_min_sync_period_unless_it_sets_one_as_in_kube_proxy(tmp_path):
+    unset, _ = parse(["--config", write(tmp_path, config(mode="ipvs", iptables={"minSyncPeriod": "3s"}))])
+    zero, _ = parse(["--config", write(tmp_path, config(mode="ipvs", ipvs={"minSyncPeriod": "0s"}))])
+    iptables, _ = parse(["--config", write(tmp_path, config(mode="iptables", iptables={"minSyncPeriod": "0s"}))])
+    flags, _ = parse(["--kubeconfig", "/k", "--proxy-mode", "ipvs"])
+    assert (unset.min_sync_period, zero.min_sync_period) == (0.0, 0.0)  # sync at once
+    assert (iptables.min_sync_period, flags.min_sync_period) == (1.0, 1.0)  # kube-proxy's defaults there
+
+
 def test_the_ipvs_sync_period_flags_count_in_the_ipvs_mode_only():
     argv = ["--kubeconfig", "/k", "--iptables-sync-period", "10s", "--ipvs-sync-period", "20s", "--ipvs-strict-arp"]
     ipvs, _ = parse(argv + ["--proxy-mode", "ipvs", "--ipvs-scheduler", "sh"])
