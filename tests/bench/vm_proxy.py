@@ -86,8 +86,8 @@ def prepare(cluster: Cluster, downloads: Path) -> dict[str, str]:
     return dict(zip(("kernel", "kube-proxy", "ipset", "iptables", "python", "os"), facts))
 
 
-def measure(cluster: Cluster, args: argparse.Namespace) -> dict[str, Any]:
-    results: dict[str, Any] = {"latency": {k: [] for k in KINDS}, "sync": {k: [] for k in KINDS}, "errors": []}
+def measure(cluster: Cluster, args: argparse.Namespace, results: dict[str, Any]) -> None:
+    """Into `results`, as the steps finish (a failed run still prints what it measured)."""
     orders = [KINDS if r % 2 == 0 else KINDS[::-1] for r in range(args.rounds)]
     for round_, order in enumerate(orders):
         for kind in order:
@@ -117,7 +117,6 @@ def measure(cluster: Cluster, args: argparse.Namespace) -> dict[str, Any]:
             results["profile"] = step(cluster.cp, "profile", "--node", NODE, "--services", str(args.services))
         except RuntimeError as e:
             results["errors"].append(str(e)[-4000:])
-    return results
 
 
 def report(args: argparse.Namespace, facts: dict[str, str], results: dict[str, Any]) -> None:
@@ -157,6 +156,7 @@ def main() -> int:
     work = STATE / "bundle"
     work.mkdir(parents=True, exist_ok=True)
     bed = None
+    results: dict[str, Any] = {"latency": {k: [] for k in KINDS}, "sync": {k: [] for k in KINDS}, "errors": []}
     try:
         with tempfile.TemporaryDirectory(prefix="pykubelet-bench-vm-proxy-") as tmp:
             downloads = Path(tmp)
@@ -167,7 +167,10 @@ def main() -> int:
                 asyncio.run(wait_for(lambda: cluster.ready(NODE), 900, f"{NODE} Ready", interval=5,
                                      describe=cluster.describe))
                 facts = prepare(cluster, downloads)
-                results = measure(cluster, args)
+                measure(cluster, args, results)
+    except BaseException:
+        print(f"measured before the failure: {json.dumps(results)}", flush=True)
+        raise
     finally:
         if bed is not None:  # by name: a VM that booted goes even when provisioning failed half-way
             Machine(NODE, 0, bed[0], bed[1], 0, 0).down()
