@@ -66,13 +66,15 @@ async def delete_services(kube: KubeClient) -> None:
 
 # --- the proxy's metrics
 
-def full_syncs(page: str) -> tuple[int, float]:
-    """(count, total seconds) of the IPv4 full syncs a /metrics page reports."""
+FULL_SYNC = "kubeproxy_sync_full_proxy_rules_duration_seconds"
+
+
+def full_syncs(page: str, histogram: str = FULL_SYNC) -> tuple[int, float]:
+    """(count, total seconds) of the IPv4 syncs a /metrics page reports in `histogram` (the full ones)."""
     def value(name: str) -> float:
         m = re.search(rf'^{name}{{ip_family="IPv4"}} (\S+)$', page, re.M)
         return float(m.group(1)) if m else 0.0
-    return (int(value("kubeproxy_sync_full_proxy_rules_duration_seconds_count")),
-            value("kubeproxy_sync_full_proxy_rules_duration_seconds_sum"))
+    return int(value(f"{histogram}_count")), value(f"{histogram}_sum")
 
 
 # --- Service created -> first connection
