@@ -19,35 +19,28 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
-from pyroute2.netns import setns
-
-from pykubelet.kube import errors
 from pykubelet.kube.client import KubeClient
 from tests.bed.relay import listener_in
+from tests.bench.proxy_measure import (ENDPOINTS_PER_SERVICE, METRICS, NAMESPACE, SERVER_IP, SERVER_PORT,
+                                       create_bulk, delete_services, full_syncs, latency_table, measure_latency,
+                                       sync_table)
 from tests.bench.startup import machine
 from tests.cluster.conftest import ADMIN, REPO, control_plane, kubectl
 from tests.helpers import wait_for
 
 NETNS = "pkl-bench-proxy"
-NAMESPACE = "t-bench-proxy"
 K8S_BIN = os.path.join(os.environ.get("PYKUBELET_CACHE", "/var/cache/pykubelet"), "k8s",
                        os.environ.get("K8S_VERSION", "v1.36.3"), "bin")
-METRICS = "127.0.0.1:10249"
 API = f"127.0.0.1:{os.environ.get('PYKUBELET_API_PORT', '6443')}"  # the admin kubeconfig's server (tests/bed/cluster.sh)
-SERVER_IP, SERVER_PORT = "10.244.99.10", 8080  # the latency test's endpoint: a listener on the node
 MODES = ("iptables", "nftables")
 KINDS = ("kube-proxy", "pykubelet")
-ENDPOINTS_PER_SERVICE = 10
 
 
 def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -106,13 +99,7 @@ class Node:
 
     def full_syncs(self) -> tuple[int, float]:
         """(count, total seconds) of full syncs so far (IPv4)."""
-        page = self.metrics()
-
-        def value(name: str) -> float:
-            m = re.search(rf'^{name}{{ip_family="IPv4"}} (\S+)$', page, re.M)
-            return float(m.group(1)) if m else 0.0
-        return (int(value("kubeproxy_sync_full_proxy_rules_duration_seconds_count")),
-                value("kubeproxy_sync_full_proxy_rules_duration_seconds_sum"))
+        return full_syncs(self.metrics())
 
     def programmed(self) -> int:
         """How many Service ports have rules (cluster IPs dispatched)."""
@@ -131,101 +118,6 @@ class Node:
         sh("ip", "netns", "del", NETNS, check=False)
 
 
-# --- the API objects
-
-def service(name: str, port: int = 80) -> dict:
-    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": NAMESPACE},
-            "spec": {"ports": [{"name": "http", "port": port, "targetPort": SERVER_PORT}]}}
-
-
-def endpoint_slice(name: str, ips: list[str]) -> dict:
-    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"name": f"{name}-1", "namespace": NAMESPACE,
-                         "labels": {"kubernetes.io/service-name": name}},
-            "addressType": "IPv4", "ports": [{"name": "http", "port": SERVER_PORT, "protocol": "TCP"}],
-            "endpoints": [{"addresses": [ip], "conditions": {"ready": True}} for ip in ips]}
-
-
-async def create_bulk(kube: KubeClient, start: int, stop: int) -> None:
-    limit = asyncio.Semaphore(32)
-
-    async def one(i: int) -> None:
-        name = f"b-{i:05d}"
-        ips = [f"10.200.{(i * ENDPOINTS_PER_SERVICE + j) // 250 % 250}.{(i * ENDPOINTS_PER_SERVICE + j) % 250 + 1}"
-               for j in range(ENDPOINTS_PER_SERVICE)]
-        async with limit:
-            for path, body in ((f"/api/v1/namespaces/{NAMESPACE}/services", service(name)),
-                               (f"/apis/discovery.k8s.io/v1/namespaces/{NAMESPACE}/endpointslices",
-                                endpoint_slice(name, ips))):
-                try:
-                    await kube.create(path, body)
-                except errors.Conflict:
-                    pass  # already there from an earlier step
-    print(f"  creating Services {start}..{stop - 1} with {ENDPOINTS_PER_SERVICE} endpoints each", flush=True)
-    await asyncio.gather(*(one(i) for i in range(start, stop)))
-
-
-# --- 1. Service created -> first connection
-
-class Prober:
-    """A thread inside the node's namespace that connects until a connection is accepted."""
-
-    def __init__(self) -> None:
-        self.fd = os.open(f"/var/run/netns/{NETNS}", os.O_RDONLY)
-
-    def first_connection(self, ip: str, port: int, deadline: float) -> float | None:
-        done: list[float | None] = [None]
-
-        def run() -> None:
-            setns(self.fd)  # this thread only
-            while time.monotonic() < deadline:
-                with socket.socket() as s:
-                    s.settimeout(0.02)
-                    try:
-                        s.connect((ip, port))
-                        done[0] = time.monotonic()
-                        return
-                    except OSError:
-                        pass
-                time.sleep(0.003)
-        t = threading.Thread(target=run)
-        t.start()
-        t.join()
-        return done[0]
-
-
-async def measure_latency(kube: KubeClient, node: Node, count: int) -> list[float]:
-    listener = listener_in(NETNS, SERVER_IP, SERVER_PORT)  # the endpoint: the kernel completes the handshakes
-    listener.setblocking(True)
-
-    def drain() -> None:
-        while True:
-            try:
-                listener.accept()[0].close()
-            except OSError:
-                return  # closed: the measurement is over
-    threading.Thread(target=drain, daemon=True).start()
-    prober = Prober()
-    out = []
-    try:
-        for i in range(count):
-            await asyncio.sleep(2)  # let the previous change settle: each Service starts from a quiet proxy
-            name = f"lat-{node.kind}-{node.mode}-{i}"
-            started = time.monotonic()
-            created = await kube.create(f"/api/v1/namespaces/{NAMESPACE}/services", service(name))
-            await kube.create(f"/apis/discovery.k8s.io/v1/namespaces/{NAMESPACE}/endpointslices",
-                              endpoint_slice(name, [SERVER_IP]))
-            ip = created["spec"]["clusterIP"]
-            reached = await asyncio.to_thread(prober.first_connection, ip, 80, started + 30)
-            if reached is None:
-                raise RuntimeError(f"{node.kind} ({node.mode}): no connection to {name} ({ip}) within 30 s")
-            out.append(reached - started)
-    finally:
-        os.close(prober.fd)
-        listener.close()
-    return out
-
-
 # --- 2. rule sync time
 
 async def measure_sync(node: Node, services: int) -> tuple[float, float]:
@@ -240,11 +132,6 @@ async def measure_sync(node: Node, services: int) -> tuple[float, float]:
         raise RuntimeError(f"{node.kind} ({node.mode}) programmed {programmed} Service ports, not {services}")
     syncs, seconds = count
     return seconds / syncs, ready
-
-
-def pct(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
 
 
 async def main() -> int:
@@ -281,12 +168,11 @@ async def measure(args: argparse.Namespace, counts: list[int]) -> int:
                     with Node(kind, mode, workdir) as node:
                         node.start()
                         await wait_for(lambda: node.full_syncs()[0] >= 1, 120, f"{kind} to sync", interval=0.2)
-                        latency[(kind, mode)] = await measure_latency(kube, node, args.latency)
+                        listener = listener_in(NETNS, SERVER_IP, SERVER_PORT)  # the kernel completes the handshakes
+                        latency[(kind, mode)] = await measure_latency(kube, f"{kind}-{mode}", args.latency, listener,
+                                                                      NETNS)
                         print(f"    p50 {statistics.median(latency[(kind, mode)]) * 1000:.0f} ms", flush=True)
-            await kube.delete(f"/apis/discovery.k8s.io/v1/namespaces/{NAMESPACE}/endpointslices")
-            for name in [s["metadata"]["name"] for s in
-                         (await kube.get(f"/api/v1/namespaces/{NAMESPACE}/services"))["items"]]:
-                await kube.delete(f"/api/v1/namespaces/{NAMESPACE}/services/{name}")
+            await delete_services(kube)
             made = 0
             for services in counts:
                 await create_bulk(kube, made, services)
@@ -305,23 +191,12 @@ async def measure(args: argparse.Namespace, counts: list[int]) -> int:
     print(f"\n{machine()}\nkube-proxy: {sh(os.path.join(K8S_BIN, 'kube-proxy'), '--version').stdout.strip()}, "
           f"iptables {sh('iptables', '--version').stdout.split()[1]}, nft {sh('nft', '--version').stdout.split()[1]}\n")
     print(f"Service created -> first connection, {args.latency} Services one by one (ms)\n")
-    print("| mode | kube-proxy p50 | kube-proxy p95 | pykubelet p50 | pykubelet p95 | p50 ratio |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for mode in args.modes.split(","):
-        kp, ours = latency[("kube-proxy", mode)], latency[("pykubelet", mode)]
-        print(f"| {mode} | {statistics.median(kp) * 1000:.0f} | {pct(kp, 0.95) * 1000:.0f} | "
-              f"{statistics.median(ours) * 1000:.0f} | {pct(ours, 0.95) * 1000:.0f} | "
-              f"{statistics.median(ours) / statistics.median(kp):.2f}× |")
+    print(latency_table([(mode, latency[("kube-proxy", mode)], latency[("pykubelet", mode)])
+                         for mode in args.modes.split(",")]))
     print(f"\nFirst full sync into an empty node, {ENDPOINTS_PER_SERVICE} endpoints per Service (seconds; "
           "start -> synced in parentheses)\n")
-    print("| mode | Services | kube-proxy | pykubelet | ratio |")
-    print("|---|---:|---:|---:|---:|")
-    for mode in args.modes.split(","):
-        for services in counts:
-            (kp, kp_ready), (ours, ours_ready) = syncs[("kube-proxy", mode, services)], \
-                syncs[("pykubelet", mode, services)]
-            print(f"| {mode} | {services:,} | {kp:.3f} ({kp_ready:.1f}) | {ours:.3f} ({ours_ready:.1f}) | "
-                  f"{ours / kp:.2f}× |")
+    print(sync_table([(mode, services, syncs[("kube-proxy", mode, services)], syncs[("pykubelet", mode, services)])
+                      for mode in args.modes.split(",") for services in counts]))
     return 0
 
 
