@@ -4,8 +4,8 @@ Debian 12 VM, same run (this machine's kernel has no IPVS; the VM's Debian kerne
     python -m tests.bench.vm_proxy [--services 1000] [--latency 20] [--rounds 1]
 
 One VM provisioned as the Vagrantfile's control plane (tests/vm/kubeadm_cluster.py), kube-proxy
-(tests/bed/build-kube-proxy.sh) and Debian's ipset tool (kube-proxy's IPVS mode runs it; the
-image has none) copied in. Then, for each proxy, started by hand in IPVS mode on a node both
+(tests/bed/build-kube-proxy.sh) copied in (the image has Debian's ipset, which kube-proxy's IPVS
+mode runs). Then, for each proxy, started by hand in IPVS mode on a node both
 proxies' `--cleanup` left clean, and stopped after each measurement (tests/bench/vm_proxy_node.py
 does each step inside the VM):
 1. Service created -> first connection, as tests/bench/proxy.py measures it: a selectorless
@@ -30,7 +30,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -47,7 +46,6 @@ from tests.vm.machine import REPO, STATE, Machine, insecure_key, private_network
 NODE, NUMBER = "pkl-bench-proxy", 13
 KINDS = ("kube-proxy", "pykubelet")
 KUBE_PROXY = bundles.K8S_BIN / "kube-proxy"
-IPSET_PACKAGES = ("ipset", "libipset13")
 PROFILE_ABOVE = 1.5  # pykubelet's sync this many times kube-proxy's: profiled in the same run
 STEP = (f"cd {BUNDLE_MOUNT}/repo && PYTHONDONTWRITEBYTECODE=1 /opt/pykubelet/venv/bin/python "
         "-m tests.bench.vm_proxy_node")
@@ -73,12 +71,11 @@ def step(machine: Machine, *args: str, timeout: float = 2700) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def prepare(cluster: Cluster, downloads: Path) -> dict[str, str]:
-    """kube-proxy and ipset installed, the endpoint set up; the VM's versions."""
-    say("bench", "copying kube-proxy and ipset into the VM")
-    copy_in(cluster.cp, [KUBE_PROXY, *sorted(downloads.glob("*.deb"))], "/root/bench")
-    cluster.cp.ssh("install -m 0755 /root/bench/kube-proxy /usr/local/bin/kube-proxy && "
-                   "dpkg -i /root/bench/*.deb >/dev/null", timeout=600)
+def prepare(cluster: Cluster) -> dict[str, str]:
+    """kube-proxy installed, the endpoint set up; the VM's versions."""
+    say("bench", "copying kube-proxy into the VM")
+    copy_in(cluster.cp, [KUBE_PROXY], "/root/bench")
+    cluster.cp.ssh("install -m 0755 /root/bench/kube-proxy /usr/local/bin/kube-proxy", timeout=600)
     step(cluster.cp, "setup")
     facts = cluster.cp.ssh("uname -r; /usr/local/bin/kube-proxy --version; ipset --version | head -1; "
                            "iptables --version; /opt/pykubelet/venv/bin/python --version; "
@@ -158,16 +155,12 @@ def main() -> int:
     bed = None
     results: dict[str, Any] = {"latency": {k: [] for k in KINDS}, "sync": {k: [] for k in KINDS}, "errors": []}
     try:
-        with tempfile.TemporaryDirectory(prefix="pykubelet-bench-vm-proxy-") as tmp:
-            downloads = Path(tmp)
-            subprocess.run(["apt-get", "download", "-q", *IPSET_PACKAGES], cwd=downloads, check=True,
-                           capture_output=True, timeout=300)
-            bed = (image(), bundles.build(work))
-            with one_node_cluster(bed, private_network(), NODE, NUMBER) as cluster:
-                asyncio.run(wait_for(lambda: cluster.ready(NODE), 900, f"{NODE} Ready", interval=5,
-                                     describe=cluster.describe))
-                facts = prepare(cluster, downloads)
-                measure(cluster, args, results)
+        bed = (image(), bundles.build(work))
+        with one_node_cluster(bed, private_network(), NODE, NUMBER) as cluster:
+            asyncio.run(wait_for(lambda: cluster.ready(NODE), 900, f"{NODE} Ready", interval=5,
+                                 describe=cluster.describe))
+            facts = prepare(cluster)
+            measure(cluster, args, results)
     except BaseException:
         print(f"measured before the failure: {json.dumps(results)}", flush=True)
         raise
