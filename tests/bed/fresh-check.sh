@@ -30,7 +30,18 @@ while [ $# -gt 0 ]; do
 done
 
 work="$(mktemp -d /var/tmp/pykubelet-fresh-check.XXXXXX)"
+vm_lane=''
+# kill_tree PID: PID and every process under it (the VM lane's builds), children first
+kill_tree() {
+  local child
+  for child in $(pgrep -P "$1" || true); do kill_tree "$child"; done
+  kill "$1" 2>/dev/null || true
+}
 cleanup() {
+  if [ -n "$vm_lane" ] && kill -0 "$vm_lane" 2>/dev/null; then  # a step failed or a signal came mid-lane
+    kill_tree "$vm_lane"
+    wait "$vm_lane" 2>/dev/null || true
+  fi
   if [ -n "$keep" ]; then echo "fresh-check: kept $work" >&2; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
@@ -44,8 +55,8 @@ fi
 mkdir -p "$PYKUBELET_CACHE"
 
 say() { echo "[fresh-check $(date +%T)] $*" >&2; }
-times=()
-# step NAME CMD...: runs CMD in the repository, timed; any failure ends the check.
+times="$work/times"  # one line per step done (a file: the VM lane's steps run in a subshell)
+# step NAME CMD...: runs CMD in the repository, timed; any failure ends the check (or its lane).
 step() {
   local name=$1 t0=$SECONDS rc=0
   shift
@@ -56,7 +67,7 @@ step() {
     say "$name FAILED (exit $rc) after $((SECONDS - t0))s"
     exit 1
   fi
-  times+=("$(printf '%-22s %6ds' "$name" $((SECONDS - t0)))")
+  printf '%-22s %6ds\n' "$name" $((SECONDS - t0)) >>"$times"
   say "$name done in $((SECONDS - t0))s"
 }
 
@@ -67,6 +78,14 @@ t_all=$SECONDS
 # first thing `make run` would do anyway.)
 step make-run      bash -c 'make --no-print-directory VENV="$1" venv &&
                             "$1/bin/python" tests/bed/make_run_check.py --venv "$1"' make-run "$venv"
+# The VM lane (the Debian image from Debian's packages, the Vagrant box) is disk and dpkg work, the
+# steps below it mostly Go's linker: on two cores the lane runs beside them, its output interleaved.
+# The box goes into a Vagrant home of the check's own: the machine's boxes are left as they are.
+(
+  step vm-setup    make --no-print-directory vm-setup
+  step vagrant-box env VAGRANT_HOME="$work/vagrant.d" bash tests/bed/vagrant_box.sh
+) &
+vm_lane=$!
 step control-plane make --no-print-directory control-plane
 step kube-proxy    bash tests/bed/build-kube-proxy.sh
 step containerd2   make --no-print-directory containerd2
@@ -76,10 +95,8 @@ step images        "$venv/bin/python" tests/bed/images_control_plane.py --no-imp
 step e2e-images    "$venv/bin/python" tests/bed/images_e2e.py --no-import --cache "$PYKUBELET_CACHE"
 step addons        bash tests/bed/build-addons.sh --no-import --manifests "$work/addons"
 step wheelhouse    "$venv/bin/python" tests/bed/wheelhouse.py --dir "$PYKUBELET_CACHE/wheels"
-step vm-setup      make --no-print-directory vm-setup
-# the box goes into a Vagrant home of the check's own: the machine's boxes are left as they are
-step vagrant-box   env VAGRANT_HOME="$work/vagrant.d" bash tests/bed/vagrant_box.sh
+wait "$vm_lane" || { say "the VM lane failed (above)"; exit 1; }
 
 say "every build ran its cache-miss path ($mode); seconds per step:"
-printf '  %s\n' "${times[@]}" >&2
+sed 's/^/  /' "$times" >&2
 say "total $((SECONDS - t_all))s"
