@@ -74,7 +74,7 @@ cp "$root"/boot/vmlinuz-* "$out/vmlinuz"
 cp "$root"/boot/initrd.img-* "$out/initrd.img"
 rm -rf "$root/var/cache/apt/archives/"*.deb "$root/var/lib/apt/lists/"*
 say "making the ext4 root filesystem ($size, sparse)"
-mkfs.ext4 -q -F -L root -d "$root" "$out/rootfs.raw" "$size"
+mkfs.ext4 -q -F -L root -d "$root" "$out/rootfs.raw" "$size" >&2  # stdout is for the directory alone
 rm -rf "$root"
 touch "$out/done"
 say "built $out"
