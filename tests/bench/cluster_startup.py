@@ -87,8 +87,9 @@ BENCH_NAMESPACE_PREFIX = "t-"  # every bench namespace: t-bench-*, t-density-*, 
 class NodeAgent:
     """One node agent process joined as node `name`."""
 
-    def __init__(self, kind: str, workdir: pathlib.Path, standalone: bool = False):
+    def __init__(self, kind: str, workdir: pathlib.Path, standalone: bool = False, max_pods: int | None = None):
         self.kind, self.workdir, self.standalone = kind, workdir, standalone
+        self.max_pods = max_pods  # None: each agent's default (110)
         self.node = f"bench-{kind}"
         self.proc: subprocess.Popen[bytes] | None = None
         self.healthz_port = free_port()  # /healthz on http://127.0.0.1:<port>, for either agent
@@ -112,7 +113,7 @@ class NodeAgent:
                                    "x509": {"clientCAFile": str(STATE / "pki" / "ca.crt")}},
                 "authorization": {"mode": "AlwaysAllow" if self.standalone else "Webhook"},
                 "port": free_port(), "healthzPort": self.healthz_port,
-                "readOnlyPort": 0}))
+                "readOnlyPort": 0, **({"maxPods": self.max_pods} if self.max_pods else {})}))
             # --cert-dir does not follow --root-dir; the device plugin dir is fixed: note whether it was there.
             self.made_device_plugins = not os.path.exists(DEVICE_PLUGINS)
             self.made_chains = kubelet_chains.absent()  # it makes its iptables chains in this netns
@@ -124,6 +125,8 @@ class NodeAgent:
                     "--hostname-override", self.node, "--healthz-port", str(self.healthz_port), "--port", str(free_port()),
                     "--client-ca-file", str(STATE / "pki" / "ca.crt"),  # the apiserver's identity, as the kubelet's
                     "--network-mode", "runtime"]  # the same containerd-run network as the kubelet's
+            if self.max_pods:
+                argv += ["--max-pods", str(self.max_pods)]
         if not self.standalone:
             argv += ["--kubeconfig", str(kubeconfig)]
         log = open(self.workdir / f"{self.kind}.log", "ab")

@@ -1,12 +1,16 @@
 """Density at maxPods: 110 pods at once on one node, pykubelet vs the real kubelet, same run.
 
-    python -m tests.bench.density [--pods 110] [--idle 60] [--skip-standalone]
+    python -m tests.bench.density [--pods 110] [--max-pods N] [--idle 60] [--skip-standalone]
 
 For each agent, on the same containerd (both with containerd running the pod network, as in
 tests/bench/cluster_startup.py):
-- cluster: 110 pods created through the API at once; time until all are Running, each pod's
+- cluster: the agent's RSS idle, Ready with no pods; 110 pods created through the API at once; time until all are Running, each pod's
   create -> Running, the agent's peak RSS and CPU seconds during that ramp; then its CPU and RSS
-  while the 110 pods just run (--idle seconds); then all deleted, time until all are gone.
+  while the 110 pods just run (--idle seconds), and how much of that RSS is anonymous (the heap:
+  not the mapped binaries and libraries) and how many threads it has; then all deleted, time until
+  all are gone.
+--max-pods: maxPods of both agents (the kubelet's config, pykubelet's --max-pods); default each
+  one's own (110), which --pods above 110 needs raised.
 - standalone: 110 static pods written at once; time until every container runs (from CRI).
 """
 
@@ -47,7 +51,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def memory_kib(pid: int, key: str) -> int:
-    """VmRSS (now) or VmHWM (peak) of a process, KiB."""
+    """VmRSS (now), VmHWM (peak), RssAnon (the heap) or Threads (a count) of a process, KiB."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
             if line.startswith(key + ":"):
@@ -63,12 +67,15 @@ class Density:
     ramp_peak_rss_mib: float = 0.0
     idle_cpu_percent: float = 0.0
     idle_rss_mib: float = 0.0
+    idle_anon_mib: float = 0.0
+    idle_threads: int = 0
+    no_pods_rss_mib: float = 0.0
     all_gone_s: float = 0.0
 
 
 async def cluster_density(kind: str, kube: KubeClient, cri: CRIClient, args: argparse.Namespace,
                           workdir: pathlib.Path) -> Density:
-    agent = NodeAgent(kind, workdir)
+    agent = NodeAgent(kind, workdir, max_pods=args.max_pods)
     namespace = f"t-density-{kind}"
     kubectl("create", "namespace", namespace, check=False)
     await wait_for(lambda: kubectl("get", "sa", "default", "-n", namespace, check=False).returncode == 0, 60,
@@ -81,6 +88,8 @@ async def cluster_density(kind: str, kube: KubeClient, cri: CRIClient, args: arg
     try:
         await wait_for(lambda: ready_untainted(agent.node), 120, f"{agent.node} Ready without taints")
         pid = agent.proc.pid
+        await asyncio.sleep(args.idle / 4)  # Ready with no pods: the measurement window itself
+        out.no_pods_rss_mib = memory_kib(pid, "VmRSS") / 1024
         print(f"  {kind}: creating {args.pods} pods at once", flush=True)
         cpu_before = cpu_seconds(pid)
         created: dict[str, float] = {}
@@ -115,6 +124,8 @@ async def cluster_density(kind: str, kube: KubeClient, cri: CRIClient, args: arg
         await asyncio.sleep(args.idle)  # the measurement window itself, not a wait for anything
         out.idle_cpu_percent = 100 * (cpu_seconds(pid) - idle_cpu) / (time.perf_counter() - idle_start)
         out.idle_rss_mib = memory_kib(pid, "VmRSS") / 1024
+        out.idle_anon_mib = memory_kib(pid, "RssAnon") / 1024
+        out.idle_threads = memory_kib(pid, "Threads")
         start = time.perf_counter()
         kubectl("delete", "pods", "--all", "-n", namespace, "--wait=false")
         await wait_for(lambda: kubectl("get", "pods", "-n", namespace, "-o", "name", check=False).stdout == "",
@@ -136,7 +147,7 @@ def static_pod(name: str) -> dict:
 
 async def standalone_density(kind: str, cri: CRIClient, args: argparse.Namespace, workdir: pathlib.Path) -> Density:
     """110 static pods written at once; each pod's latency is its container's start time (CRI)."""
-    agent = NodeAgent(kind, workdir, standalone=True)
+    agent = NodeAgent(kind, workdir, standalone=True, max_pods=args.max_pods)
     agent.start()
     out = Density()
     manifests = workdir / "manifests"
@@ -170,7 +181,8 @@ async def standalone_density(kind: str, cri: CRIClient, args: argparse.Namespace
 
 def table(title: str, results: dict[str, Density], pods: int, idle: bool) -> None:
     base, ours = results["kubelet"], results["pykubelet"]
-    rows = [(f"all {pods} Running (s)", base.all_running_s, ours.all_running_s),
+    rows = [("RSS Ready with no pods (MiB)", base.no_pods_rss_mib, ours.no_pods_rss_mib)] if idle else []
+    rows += [(f"all {pods} Running (s)", base.all_running_s, ours.all_running_s),
             ("per pod p50 (s)", statistics.median(base.per_pod_s), statistics.median(ours.per_pod_s)),
             ("per pod p99 (s)", percentile(base.per_pod_s, 0.99), percentile(ours.per_pod_s, 0.99)),
             ("agent CPU during the ramp (s)", base.ramp_cpu_s, ours.ramp_cpu_s),
@@ -178,6 +190,8 @@ def table(title: str, results: dict[str, Density], pods: int, idle: bool) -> Non
     if idle:
         rows += [(f"idle CPU at {pods} pods (% of a core)", base.idle_cpu_percent, ours.idle_cpu_percent),
                  (f"RSS at {pods} pods (MiB)", base.idle_rss_mib, ours.idle_rss_mib),
+                 (f"  of which anonymous (MiB)", base.idle_anon_mib, ours.idle_anon_mib),
+                 (f"threads at {pods} pods", base.idle_threads, ours.idle_threads),
                  ("delete -> all gone (s)", base.all_gone_s, ours.all_gone_s)]
     print(f"\n{title}; {machine()}, Kubernetes v1.36.3")
     print(f"{'':38} {'kubelet':>10} {'pykubelet':>10} {'ratio':>8}")
@@ -188,6 +202,7 @@ def table(title: str, results: dict[str, Density], pods: int, idle: bool) -> Non
 async def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pods", type=int, default=110)
+    parser.add_argument("--max-pods", type=int, default=None, help="maxPods of both agents (default: 110)")
     parser.add_argument("--idle", type=float, default=60.0)
     parser.add_argument("--skip-standalone", action="store_true")
     args = parser.parse_args()
