@@ -87,9 +87,11 @@ BENCH_NAMESPACE_PREFIX = "t-"  # every bench namespace: t-bench-*, t-density-*, 
 class NodeAgent:
     """One node agent process joined as node `name`."""
 
-    def __init__(self, kind: str, workdir: pathlib.Path, standalone: bool = False, max_pods: int | None = None):
+    def __init__(self, kind: str, workdir: pathlib.Path, standalone: bool = False, max_pods: int | None = None,
+                 probe: dict[str, str] | None = None):
         self.kind, self.workdir, self.standalone = kind, workdir, standalone
         self.max_pods = max_pods  # None: each agent's default (110)
+        self.probe = probe  # pykubelet only: run under tests/bench/agent_probe.py with this environment
         self.node = f"bench-{kind}"
         self.proc: subprocess.Popen[bytes] | None = None
         self.healthz_port = free_port()  # /healthz on http://127.0.0.1:<port>, for either agent
@@ -120,7 +122,7 @@ class NodeAgent:
             argv = [str(BIN / "kubelet"), "--config", str(config), "--root-dir", str(root),
                     "--cert-dir", str(root / "pki"), "--hostname-override", self.node]
         else:
-            argv = [sys.executable, "-m", "pykubelet.cli",
+            argv = [sys.executable, "-m", "tests.bench.agent_probe" if self.probe else "pykubelet.cli",
                     "--pod-manifest-path", str(manifests), "--root-dir", str(root),
                     "--hostname-override", self.node, "--healthz-port", str(self.healthz_port), "--port", str(free_port()),
                     "--client-ca-file", str(STATE / "pki" / "ca.crt"),  # the apiserver's identity, as the kubelet's
@@ -131,7 +133,8 @@ class NodeAgent:
             argv += ["--kubeconfig", str(kubeconfig)]
         log = open(self.workdir / f"{self.kind}.log", "ab")
         self.started_at = time.perf_counter()
-        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        env = {**os.environ, **self.probe} if self.probe and self.kind != "kubelet" else None
+        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
 
     def check_alive(self) -> None:
         """Fail at once, with its log, when the agent has exited (instead of waiting out a deadline)."""
