@@ -135,6 +135,7 @@ def test_the_apiserver_client_works_without_the_typed_api(tmp_path):
             importlib.import_module(module.name)
         from aiohttp import web
         from pykubelet.kube.client import KubeClient
+        UNUSED_PARTS = [["kubernetes_asyncio", part] for part in ("dynamic", "stream", "utils", "watch")]
 
         async def main():
             seen = []
@@ -157,12 +158,15 @@ def test_the_apiserver_client_works_without_the_typed_api(tmp_path):
             finally:
                 await kube.close()
                 await runner.cleanup()
-            return {{"listed": listed, "seen": seen, "typed_api": typed_api_loaded()}}
+            unused = [m for m in sys.modules if m.split(".")[:2] in UNUSED_PARTS]
+            return {{"listed": listed, "seen": seen, "typed_api": typed_api_loaded(), "unused": unused}}
         print(json.dumps(asyncio.run(main())))
     """)
     assert out["listed"] == {"kind": "NodeList", "items": []}
     assert out["seen"] == ["Bearer the-token"]
     assert out["typed_api"] == []
+    # Nor the parts of the library its own __init__ imports and the agent never calls.
+    assert out["unused"] == []
 
 
 def test_the_proxy_loads_none_of_the_kubelets_modules(tmp_path):
@@ -205,8 +209,8 @@ def test_the_libraries_still_give_everything_when_asked():
         from aiohttp import web
         from pykubelet.kube.rest_layer import ApiClient
         import pykubelet.util.netlink
-        from kubernetes_asyncio.client import CoreV1Api, V1Pod
         import kubernetes_asyncio
+        from kubernetes_asyncio.client import CoreV1Api, V1Pod
         import pyroute2
 
         async def deserialize():
@@ -219,7 +223,10 @@ def test_the_libraries_still_give_everything_when_asked():
         print(json.dumps({"api": CoreV1Api.__name__, "model": V1Pod.__name__,
                           "watch": kubernetes_asyncio.watch.Watch.__name__, "pod": asyncio.run(deserialize()),
                           "ndb": pyroute2.NDB.__name__, "session": aiohttp.ClientSession.__name__,
-                          "aiohttp": aiohttp.__version__ == metadata.version("aiohttp")}))
+                          "aiohttp": aiohttp.__version__ == metadata.version("aiohttp"),
+                          "kubernetes_asyncio": kubernetes_asyncio.__version__ == metadata.version("kubernetes_asyncio"),
+                          "stream": kubernetes_asyncio.stream.WsApiClient.__name__}))
     """)
     assert out == {"api": "CoreV1Api", "model": "V1Pod", "watch": "Watch", "pod": "web", "ndb": "NDB",
-                   "session": "ClientSession", "aiohttp": True}
+                   "session": "ClientSession", "aiohttp": True, "kubernetes_asyncio": True,
+                   "stream": "WsApiClient"}
