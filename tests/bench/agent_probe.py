@@ -24,6 +24,7 @@ import signal
 import sys
 import threading
 import tracemalloc
+from xml.etree import ElementTree
 
 
 class _Mallinfo2(ctypes.Structure):
@@ -33,6 +34,10 @@ class _Mallinfo2(ctypes.Structure):
 
 LIBC = ctypes.CDLL(None)
 LIBC.mallinfo2.restype = _Mallinfo2
+LIBC.open_memstream.restype = ctypes.c_void_p
+LIBC.open_memstream.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_size_t)]
+LIBC.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+LIBC.fclose.argtypes = [ctypes.c_void_p]
 _count = itertools.count(1)
 
 
@@ -46,11 +51,28 @@ def _status() -> dict[str, float]:
     return out
 
 
+def arenas() -> list[dict[str, int]]:
+    """Each malloc arena (the main one, then one per thread that allocated under contention): its
+    bytes mapped and its free bytes, from malloc_info's XML."""
+    buf, size = ctypes.c_char_p(), ctypes.c_size_t()
+    stream = LIBC.open_memstream(ctypes.byref(buf), ctypes.byref(size))
+    LIBC.malloc_info(0, stream)
+    LIBC.fclose(stream)
+    root = ElementTree.fromstring(ctypes.string_at(buf, size.value))
+    LIBC.free(buf)
+    out = []
+    for heap in root.iter("heap"):
+        total = {t.get("type"): int(t.get("size")) for t in heap.iter("total") if t.get("type") in ("fast", "rest")}
+        system = {s.get("type"): int(s.get("size")) for s in heap.iter("system")}
+        out.append({"mapped": system.get("current", 0), "free": sum(total.values())})
+    return out
+
+
 def report(trimmed: bool) -> dict:
     info = LIBC.mallinfo2()
     out = {"trimmed": trimmed, **_status(), "malloc_in_use_mib": info.uordblks / 2**20,
            "malloc_free_held_mib": info.fordblks / 2**20, "malloc_mmapped_mib": info.hblkhd / 2**20,
-           "threads": [t.name for t in threading.enumerate()],
+           "threads": [t.name for t in threading.enumerate()], "arenas": arenas(),
            "objects": collections.Counter(type(o).__qualname__ for o in gc.get_objects()).most_common(40)}
     if tracemalloc.is_tracing():
         snapshot = tracemalloc.take_snapshot()

@@ -100,6 +100,9 @@ def show_probes(probes: dict[str, list[dict]], pods: int) -> None:
               f"{trimmed['VmRSS_mib']:11.1f}")
     first, last = probes["no pods"][0], probes[f"{pods} pods"][0]
     print(f"threads at {pods} pods: {collections.Counter(n.rstrip('0123456789_') for n in last['threads'])}")
+    for moment, (now, trimmed) in probes.items():
+        print(f"malloc arenas at {moment} (mapped/free MiB): " + ", ".join(
+            f"{a['mapped'] / 2**20:.1f}/{a['free'] / 2**20:.1f}" for a in now["arenas"]))
     objects = collections.Counter(dict(last["objects"]))
     objects.subtract(dict(first["objects"]))
     print(f"objects per pod, no pods -> {pods} pods (of the 40 most numerous types): " + ", ".join(
