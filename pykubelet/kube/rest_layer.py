@@ -20,6 +20,10 @@ def _import_without_models() -> None:
     # The package's own __init__ imports all of it (config, dynamic, stream, utils, watch: ~0.7 MB
     # and a dozen modules the agent never calls): deferred too, until a name is asked of it.
     init_on_first_miss(package_unrun("kubernetes_asyncio"))
+    # Configuration imports urllib3 only to build a basic-auth header (a kubeconfig's username and
+    # password): its ~45 modules (~1.8 MB) wait for that.
+    if "urllib3" not in sys.modules:
+        init_on_first_miss(package_unrun("urllib3"))
     client = init_on_first_miss(package_unrun("kubernetes_asyncio.client"))
     init_on_first_miss(package_unrun("kubernetes_asyncio.client.models"))
     from kubernetes_asyncio.client.api_client import ApiClient

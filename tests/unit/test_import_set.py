@@ -158,14 +158,15 @@ def test_the_apiserver_client_works_without_the_typed_api(tmp_path):
             finally:
                 await kube.close()
                 await runner.cleanup()
-            unused = [m for m in sys.modules if m.split(".")[:2] in UNUSED_PARTS]
+            unused = [m for m in sys.modules if m.split(".")[:2] in UNUSED_PARTS or m.startswith("urllib3.")]
             return {{"listed": listed, "seen": seen, "typed_api": typed_api_loaded(), "unused": unused}}
         print(json.dumps(asyncio.run(main())))
     """)
     assert out["listed"] == {"kind": "NodeList", "items": []}
     assert out["seen"] == ["Bearer the-token"]
     assert out["typed_api"] == []
-    # Nor the parts of the library its own __init__ imports and the agent never calls.
+    # Nor the parts of the library its own __init__ imports and the agent never calls, nor urllib3
+    # (kubernetes_asyncio builds only a basic-auth header with it).
     assert out["unused"] == []
 
 
@@ -199,7 +200,7 @@ def test_the_proxy_loads_none_of_the_kubelets_modules(tmp_path):
 
 def test_the_libraries_still_give_everything_when_asked():
     """Deferred, not removed: code that asks kubernetes_asyncio for a model or an API class gets it,
-    ApiClient still deserializes into a model, pyroute2 still has all of its names, and aiohttp
+    ApiClient still deserializes into a model, Configuration still makes a basic-auth header (urllib3's), pyroute2 still has all of its names, and aiohttp
     (its client deferred, as for a standalone agent) all of its own, its version the installed one."""
     out = _run("""
         import asyncio, json
@@ -207,11 +208,14 @@ def test_the_libraries_still_give_everything_when_asked():
         from pykubelet.util import http_client
         http_client.defer_client()
         from aiohttp import web
-        from pykubelet.kube.rest_layer import ApiClient
+        from pykubelet.kube.rest_layer import ApiClient, Configuration
         import pykubelet.util.netlink
         import kubernetes_asyncio
+        import urllib3
         from kubernetes_asyncio.client import CoreV1Api, V1Pod
         import pyroute2
+
+        basic = Configuration(username="u", password="p").get_basic_auth_token()
 
         async def deserialize():
             api = ApiClient()
@@ -225,8 +229,9 @@ def test_the_libraries_still_give_everything_when_asked():
                           "ndb": pyroute2.NDB.__name__, "session": aiohttp.ClientSession.__name__,
                           "aiohttp": aiohttp.__version__ == metadata.version("aiohttp"),
                           "kubernetes_asyncio": kubernetes_asyncio.__version__ == metadata.version("kubernetes_asyncio"),
-                          "stream": kubernetes_asyncio.stream.WsApiClient.__name__}))
+                          "stream": kubernetes_asyncio.stream.WsApiClient.__name__, "basic": basic,
+                          "urllib3": urllib3.__version__ == metadata.version("urllib3")}))
     """)
     assert out == {"api": "CoreV1Api", "model": "V1Pod", "watch": "Watch", "pod": "web", "ndb": "NDB",
                    "session": "ClientSession", "aiohttp": True, "kubernetes_asyncio": True,
-                   "stream": "WsApiClient"}
+                   "stream": "WsApiClient", "basic": "Basic dTpw", "urllib3": True}
