@@ -25,6 +25,7 @@ import ctypes
 import gc
 import importlib
 import importlib.abc
+import os
 import pathlib
 import sys
 import tempfile
@@ -260,7 +261,7 @@ async def pods_on_the_path(counts: list[int], top: int, trace: bool) -> None:
                 nonlocal peak
                 peak = max(peak, rss_mib()["Rss"])
                 return running(n)
-            await until(ramping, timeout=60, what=f"{n} pods Running")
+            await until(ramping, timeout=600, what=f"{n} pods Running")
             await settle()
             print(line(f"{n} pods Running (peak during the ramp {peak:.1f})", n, base))
         n = counts[-1]
@@ -281,9 +282,16 @@ async def pods_on_the_path(counts: list[int], top: int, trace: bool) -> None:
         await until(lambda: not runtime.running("main"), timeout=60, what="every container stopped")
         watched.clear()
         publish()
-        # Workers end; the pods' records stay while the fake cgroup directories (plain directories
-        # in a temporary folder, not a cgroupfs) cannot be removed: what is left then is theirs.
-        await asyncio.sleep(30)
+        # The node's cgroups here are plain directories, whose files a cgroupfs would take away with
+        # each rmdir: taken away first, so the pods' cgroups go and their records end as on a node.
+        for dirpath, _, files in os.walk(pathlib.Path(tmp) / "cgroup"):
+            for name in files:
+                os.unlink(os.path.join(dirpath, name))
+
+        def forgotten() -> bool:  # the agent's housekeeping drops the records of pods gone everywhere
+            core.dispatcher.housekeeping(core.cache.uids(), core.cache.listed or 0)
+            return len(core.dispatcher.records) == 0
+        await until(forgotten, timeout=120, what="every pod forgotten")
         await settle()
         print(line(f"all deleted ({len(core.dispatcher.records)} records left)", 0, base))
         if trace:
