@@ -31,6 +31,8 @@ import sys
 import tempfile
 import threading
 import tracemalloc
+
+from tests.bench.agent_probe import arenas
 from typing import Any
 
 # What `pykubelet --kubeconfig` imports before it serves (assembly/parts.py's cluster branch).
@@ -66,7 +68,7 @@ def malloc_mib() -> str:
     libc.mallinfo2.restype = _Mallinfo2
     info = libc.mallinfo2()
     return (f"malloc in use {info.uordblks / 2**20:.1f}, free held {info.fordblks / 2**20:.1f}, "
-            f"mmapped {info.hblkhd / 2**20:.1f} MiB; {threading.active_count()} threads")
+            f"mmapped {info.hblkhd / 2**20:.1f} MiB in {len(arenas())} arenas; {threading.active_count()} threads")
 
 
 def traced_mib() -> float:
