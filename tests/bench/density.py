@@ -1,20 +1,23 @@
 """Density at maxPods: 110 pods at once on one node, pykubelet vs the real kubelet, same run.
 
-    python -m tests.bench.density [--pods 110] [--max-pods N] [--idle 60] [--skip-standalone] [--probe [--trace]]
+    python -m tests.bench.density [--pods 110] [--max-pods N] [--idle 60] [--skip-standalone]
+                                  [--probe [--trace]]
 
 For each agent, on the same containerd (both with containerd running the pod network, as in
 tests/bench/cluster_startup.py):
-- cluster: the agent's RSS idle, Ready with no pods; 110 pods created through the API at once; time until all are Running, each pod's
-  create -> Running, the agent's peak RSS and CPU seconds during that ramp; then its CPU and RSS
-  while the 110 pods just run (--idle seconds), and how much of that RSS is anonymous (the heap:
-  not the mapped binaries and libraries) and how many threads it has; then all deleted, time until
-  all are gone.
---probe: pykubelet runs under tests/bench/agent_probe.py; with no pods, at the pods and after they are
-  gone, its memory seen from inside (malloc's bytes in use and free, RSS after malloc_trim, the
-  objects per type; with --trace tracemalloc's bytes per line, which inflates the RSS it reports).
+- cluster: the agent's RSS idle, Ready with no pods; 110 pods created through the API at once;
+  time until all are Running, each pod's create -> Running, the agent's peak RSS and CPU seconds
+  during that ramp; then its CPU and RSS while the 110 pods just run (--idle seconds), how much
+  of that RSS is anonymous (the heap, not the mapped binaries and libraries) and its threads;
+  then all deleted, time until all are gone.
+- standalone: 110 static pods written at once; time until every container runs (from CRI).
+
 --max-pods: maxPods of both agents (the kubelet's config, pykubelet's --max-pods); default each
   one's own (110), which --pods above 110 needs raised.
-- standalone: 110 static pods written at once; time until every container runs (from CRI).
+--probe: pykubelet runs under tests/bench/agent_probe.py; with no pods, at the pods and after
+  they are gone, its memory seen from inside (malloc's bytes in use and free per arena, RSS after
+  malloc_trim, the objects per type; with --trace tracemalloc's bytes per line, which inflates
+  the RSS it reports).
 """
 
 from __future__ import annotations

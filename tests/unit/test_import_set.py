@@ -67,6 +67,8 @@ def test_a_standalone_agent_loads_no_apiserver_client(tmp_path):
     assert [m for m in loaded if m.startswith("kubernetes_asyncio") or m == "pykubelet.kube.client"] == []
     assert "pyroute2.iproute" in loaded
     assert [m for m in loaded if m.startswith(("pyroute2.ndb", "pyroute2.ipdb"))] == []
+    # pyroute2 imports unittest.mock; the unittest package's __init__ (runner, loader, difflib) never runs.
+    assert [m for m in loaded if m in ("unittest.case", "unittest.main", "unittest.runner", "difflib")] == []
     # A restart serves its stored self-signed pair with ssl alone; cryptography makes or reads one.
     assert [m for m in loaded if m.startswith("cryptography")] == []
     # aiohttp serves, but its client (and the CA bundle its connector reads) waits for an httpGet probe.
@@ -200,8 +202,9 @@ def test_the_proxy_loads_none_of_the_kubelets_modules(tmp_path):
 
 def test_the_libraries_still_give_everything_when_asked():
     """Deferred, not removed: code that asks kubernetes_asyncio for a model or an API class gets it,
-    ApiClient still deserializes into a model, Configuration still makes a basic-auth header (urllib3's), pyroute2 still has all of its names, and aiohttp
-    (its client deferred, as for a standalone agent) all of its own, its version the installed one."""
+    ApiClient still deserializes into a model, Configuration still makes a basic-auth header
+    (urllib3's), pyroute2 and unittest still have all of their names, and aiohttp (its client
+    deferred, as for a standalone agent) all of its own, its version the installed one."""
     out = _run("""
         import asyncio, json
         from importlib import metadata
@@ -211,6 +214,7 @@ def test_the_libraries_still_give_everything_when_asked():
         from pykubelet.kube.rest_layer import ApiClient, Configuration
         import pykubelet.util.netlink
         import kubernetes_asyncio
+        import unittest
         import urllib3
         from kubernetes_asyncio.client import CoreV1Api, V1Pod
         import pyroute2
@@ -230,8 +234,9 @@ def test_the_libraries_still_give_everything_when_asked():
                           "aiohttp": aiohttp.__version__ == metadata.version("aiohttp"),
                           "kubernetes_asyncio": kubernetes_asyncio.__version__ == metadata.version("kubernetes_asyncio"),
                           "stream": kubernetes_asyncio.stream.WsApiClient.__name__, "basic": basic,
-                          "urllib3": urllib3.__version__ == metadata.version("urllib3")}))
+                          "urllib3": urllib3.__version__ == metadata.version("urllib3"),
+                          "unittest": unittest.TestCase.__name__}))
     """)
     assert out == {"api": "CoreV1Api", "model": "V1Pod", "watch": "Watch", "pod": "web", "ndb": "NDB",
                    "session": "ClientSession", "aiohttp": True, "kubernetes_asyncio": True,
-                   "stream": "WsApiClient", "basic": "Basic dTpw", "urllib3": True}
+                   "stream": "WsApiClient", "basic": "Basic dTpw", "urllib3": True, "unittest": "TestCase"}
