@@ -160,7 +160,8 @@ def test_the_apiserver_client_works_without_the_typed_api(tmp_path):
             finally:
                 await kube.close()
                 await runner.cleanup()
-            unused = [m for m in sys.modules if m.split(".")[:2] in UNUSED_PARTS or m.startswith("urllib3.")]
+            unused = [m for m in sys.modules if m.split(".")[:2] in UNUSED_PARTS
+                      or m.startswith(("urllib3.", "importlib.metadata"))]
             return {{"listed": listed, "seen": seen, "typed_api": typed_api_loaded(), "unused": unused}}
         print(json.dumps(asyncio.run(main())))
     """)
@@ -168,7 +169,8 @@ def test_the_apiserver_client_works_without_the_typed_api(tmp_path):
     assert out["seen"] == ["Bearer the-token"]
     assert out["typed_api"] == []
     # Nor the parts of the library its own __init__ imports and the agent never calls, nor urllib3
-    # (kubernetes_asyncio builds only a basic-auth header with it).
+    # (kubernetes_asyncio builds only a basic-auth header with it), nor importlib.metadata (which
+    # aiolimiter's __init__ reads its version with).
     assert out["unused"] == []
 
 
@@ -213,6 +215,7 @@ def test_the_libraries_still_give_everything_when_asked():
         from aiohttp import web
         from pykubelet.kube.rest_layer import ApiClient, Configuration
         import pykubelet.util.netlink
+        import aiolimiter
         import kubernetes_asyncio
         import unittest
         import urllib3
@@ -235,8 +238,10 @@ def test_the_libraries_still_give_everything_when_asked():
                           "kubernetes_asyncio": kubernetes_asyncio.__version__ == metadata.version("kubernetes_asyncio"),
                           "stream": kubernetes_asyncio.stream.WsApiClient.__name__, "basic": basic,
                           "urllib3": urllib3.__version__ == metadata.version("urllib3"),
-                          "unittest": unittest.TestCase.__name__}))
+                          "unittest": unittest.TestCase.__name__,
+                          "aiolimiter": aiolimiter.__version__ == metadata.version("aiolimiter")}))
     """)
     assert out == {"api": "CoreV1Api", "model": "V1Pod", "watch": "Watch", "pod": "web", "ndb": "NDB",
                    "session": "ClientSession", "aiohttp": True, "kubernetes_asyncio": True,
-                   "stream": "WsApiClient", "basic": "Basic dTpw", "urllib3": True, "unittest": "TestCase"}
+                   "stream": "WsApiClient", "basic": "Basic dTpw", "urllib3": True, "unittest": "TestCase",
+                   "aiolimiter": True}
