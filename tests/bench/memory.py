@@ -6,7 +6,8 @@ the pod path, in-process on the unit tests' fakes (no containerd, no apiserver).
 1. imports: RSS (/proc/self/smaps_rollup) after importing what an agent with a kubeconfig
    imports, and tracemalloc's bytes per package, each module's own (its code objects, classes and
    data; the modules it imports counted to them).
-2. pods: the pod path as the agent builds it (tests/unit/core/harness.py), fed by the apiserver
+2. pods: the pod path as the agent builds it (tests/unit/core/harness.py; with --grpc its real CRI
+   client, the fake runtime served over gRPC by a process of its own), fed by the apiserver
    source as a watch would feed it, with apiserver-shaped pods (the density bench's pod with
    managedFields, defaults, tolerations, a status); RSS and traced bytes with no pods, with each
    count of pods Running, and after they are all deleted; the growth per pod by file and by line,
@@ -200,7 +201,9 @@ def object_counts() -> collections.Counter[str]:
     return collections.Counter(type(o).__qualname__ for o in gc.get_objects())
 
 
-async def pods_on_the_path(counts: list[int], top: int, trace: bool) -> None:
+async def pods_on_the_path(counts: list[int], top: int, trace: bool, grpc: bool) -> None:
+    from pykubelet.cri.client import CRIClient
+    from pykubelet.cri.v1 import api_pb2 as api
     from pykubelet.sources.apiserver import ApiserverPodSource
     from tests.fakes.kube import FakeKube
     from tests.fakes.runtime import FakeRuntime
@@ -213,7 +216,15 @@ async def pods_on_the_path(counts: list[int], top: int, trace: bool) -> None:
             return {"metadata": {"resourceVersion": "1"}, "status": body.get("status", {})}
 
     with tempfile.TemporaryDirectory(prefix="pykubelet-memory-") as tmp:
-        runtime = FakeRuntime(clock)
+        server = None
+        if grpc:  # the agent's CRI client, the fake runtime behind it in a process of its own
+            socket = os.path.join(tmp, "cri.sock")
+            server = await asyncio.create_subprocess_exec(sys.executable, "-m", "tests.bench.fake_cri_server", socket,
+                                                          stdout=asyncio.subprocess.PIPE)
+            await server.stdout.readline()  # "serving"
+            runtime = CRIClient(f"unix://{socket}")
+        else:
+            runtime = FakeRuntime(clock)
         core = Core(runtime, pathlib.Path(tmp), kube=QuietKube())
         core.dispatcher.allocatable = type(core.dispatcher.allocatable)(pods=max(counts), cpu_millis=64000,
                                                                         memory_bytes=256 << 30)
@@ -281,7 +292,10 @@ async def pods_on_the_path(counts: list[int], top: int, trace: bool) -> None:
                                    resourceVersion=str(int(raw["metadata"]["resourceVersion"]) + 100000))
             watched[uid] = raw
         publish()
-        await until(lambda: not runtime.running("main"), timeout=60, what="every container stopped")
+
+        async def all_stopped() -> bool:
+            return not [c for c in await runtime.list_containers() if c.state == api.CONTAINER_RUNNING]
+        await until(all_stopped, timeout=60, what="every container stopped")
         watched.clear()
         publish()
         # The node's cgroups here are plain directories, whose files a cgroupfs would take away with
@@ -300,6 +314,10 @@ async def pods_on_the_path(counts: list[int], top: int, trace: bool) -> None:
             top_growth(base, traces(), "lineno", 1, 10)
         await core.stop()
         tracemalloc.stop()
+        if server is not None:
+            await runtime.close()
+            server.terminate()
+            await server.wait()
 
 
 def main() -> int:
@@ -307,11 +325,13 @@ def main() -> int:
     parser.add_argument("--pods", default="110,250", help="counts of pods to measure at, ascending")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--skip-imports", action="store_true")
+    parser.add_argument("--grpc", action="store_true",
+                        help="the agent's CRI client over gRPC, the fake runtime served by tests/bench/fake_cri_server.py")
     parser.add_argument("--trace", action="store_true", help="where the pods' bytes go (tracemalloc; slower, RSS inflated)")
     args = parser.parse_args()
     if not args.skip_imports:
         imports(args.top)
-    asyncio.run(pods_on_the_path([int(n) for n in args.pods.split(",")], args.top, args.trace))
+    asyncio.run(pods_on_the_path([int(n) for n in args.pods.split(",")], args.top, args.trace, args.grpc))
     return 0
 
 
