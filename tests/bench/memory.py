@@ -21,10 +21,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import copy
 import gc
 import os
 import pathlib
+import signal
 import sys
 import tempfile
 import threading
@@ -34,6 +36,7 @@ from typing import Any
 from tests.bench.agent_probe import LIBC, arenas
 from tests.bench.memory_imports import imports, rss_mib
 
+SERVERS: list[int] = []  # the fake CRI servers started (--grpc)
 FAKES = ("*/tests/fakes/*", "*/tests/bench/memory.py", "*/tracemalloc.py")
 
 
@@ -119,6 +122,7 @@ async def pods_on_the_path(counts: list[int], top: int, trace: bool, grpc: bool)
             socket = os.path.join(tmp, "cri.sock")
             server = await asyncio.create_subprocess_exec(sys.executable, "-m", "tests.bench.fake_cri_server", socket,
                                                           stdout=asyncio.subprocess.PIPE)
+            SERVERS.append(server.pid)  # ended by main(), however this ends
             await server.stdout.readline()  # "serving"
             runtime = CRIClient(f"unix://{socket}")
         else:
@@ -214,8 +218,6 @@ async def pods_on_the_path(counts: list[int], top: int, trace: bool, grpc: bool)
         tracemalloc.stop()
         if server is not None:
             await runtime.close()
-            server.terminate()
-            await server.wait()
 
 
 def main() -> int:
@@ -229,7 +231,12 @@ def main() -> int:
     args = parser.parse_args()
     if not args.skip_imports:
         imports(args.top)
-    asyncio.run(pods_on_the_path([int(n) for n in args.pods.split(",")], args.top, args.trace, args.grpc))
+    try:
+        asyncio.run(pods_on_the_path([int(n) for n in args.pods.split(",")], args.top, args.trace, args.grpc))
+    finally:
+        for pid in SERVERS:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
     return 0
 
 

@@ -75,24 +75,26 @@ async def burst(pods: int, bounded: bool) -> dict:
     with tempfile.TemporaryDirectory() as directory:
         server = await asyncio.create_subprocess_exec(sys.executable, "-m", "tests.bench.tls_burst", "--serve",
                                                       directory, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        port = int(await server.stdout.readline())
-        with open(f"{directory}/kubeconfig", "w") as f:
-            f.write(KUBECONFIG % (port, f"{directory}/kubelet.crt"))
-        kube = await KubeClient.from_kubeconfig(f"{directory}/kubeconfig")
-        await kube.patch("/api/v1/namespaces/default/pods/p/status", STATUS)  # one connection, warm
-        out = {"before": rss_mib()}
-        await asyncio.gather(*(kube.patch(f"/api/v1/namespaces/default/pods/p{i}/status", STATUS)
-                               for i in range(pods)))
-        out["burst"] = rss_mib()
-        server.stdin.write(b"\n")
-        out["connections"] = int(await server.stdout.readline())
-        await asyncio.sleep(35)  # aiohttp closes a pooled connection idle for 15 s, checked every 15 s
-        out["idle"] = rss_mib()
-        ctypes.CDLL(None).malloc_trim(0)
-        out["trimmed"] = rss_mib()
-        await kube.close()
-        server.kill()
-        await server.wait()
+        try:
+            port = int(await server.stdout.readline())
+            with open(f"{directory}/kubeconfig", "w") as f:
+                f.write(KUBECONFIG % (port, f"{directory}/kubelet.crt"))
+            kube = await KubeClient.from_kubeconfig(f"{directory}/kubeconfig")
+            await kube.patch("/api/v1/namespaces/default/pods/p/status", STATUS)  # one connection, warm
+            out = {"before": rss_mib()}
+            await asyncio.gather(*(kube.patch(f"/api/v1/namespaces/default/pods/p{i}/status", STATUS)
+                                   for i in range(pods)))
+            out["burst"] = rss_mib()
+            server.stdin.write(b"\n")
+            out["connections"] = int(await server.stdout.readline())
+            await asyncio.sleep(35)  # aiohttp closes a pooled connection idle for 15 s, checked every 15 s
+            out["idle"] = rss_mib()
+            ctypes.CDLL(None).malloc_trim(0)
+            out["trimmed"] = rss_mib()
+            await kube.close()
+        finally:
+            server.kill()
+            await server.wait()
     return out
 
 
