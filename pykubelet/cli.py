@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
+from pykubelet.util import tls_buffers
 from pykubelet.util.log import get_logger, setup_logging
 from pykubelet.util.tasks import cancel_on_signals
 
@@ -32,6 +33,7 @@ async def _run_agent(settings) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    tls_buffers.bound_read_buffers()  # every command's TLS connections (the agent's, the proxy's)
     if argv and argv[0] in ("pods", "cri"):
         from pykubelet.tools import inspect
 

@@ -41,6 +41,7 @@ from pykubelet.runtime.image_gc import ImageGC, build_image_gc
 from pykubelet.runtime.log_rotation import ContainerLogManager
 from pykubelet.runtime.specs import NodeFacts
 from pykubelet.sources.static_files import StaticPodSource
+from pykubelet.util import heap
 from pykubelet.util.durations import format_duration
 from pykubelet.util.hostip import default_route_ip
 from pykubelet.util.log import get_logger
@@ -127,6 +128,7 @@ class Parts:
         log_rotation = ContainerLogManager(self.cri, s.container_logs, s.pods.pod_logs_dir)
         if log_rotation.enabled:
             tasks.loop("container-log-rotation", log_rotation.run())
+        tasks.loop("heap-trim", heap.give_back_free_memory())  # RSS falls back after a burst of pods
         tasks.loop("housekeeping", housekeeping(self.pods.dispatcher, self.pods.wake.cache,
                                                 self.pods.wake.pleg.relisted, sources_ready, s.root_dir,
                                                 kubepods_under(s.pods.cgroup_root), s.pods.pod_logs_dir,

@@ -17,14 +17,21 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 from typing import Any, AsyncIterator
 
 import aiohttp
-from aiolimiter import AsyncLimiter
 
 from pykubelet.kube import errors
 from pykubelet.kube.rest_layer import ApiClient, ApiException, Configuration, load_kube_config
 from pykubelet.util import metrics
+from pykubelet.util.deferred_init import init_on_first_miss, package_unrun
+
+# aiolimiter's package __init__ only reads its own version from the installed metadata, which
+# costs importlib.metadata (~0.7 MB, a dozen modules) and a read of the disk: its limiter is imported alone.
+if "aiolimiter" not in sys.modules:
+    init_on_first_miss(package_unrun("aiolimiter"))
+from aiolimiter.leakybucket import AsyncLimiter  # noqa: E402 (after the registration above)
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"

@@ -10,6 +10,10 @@ from pykubelet.util.deferred_init import init_on_first_miss, package_unrun
 
 if "pyroute2" not in sys.modules:  # else the whole library is imported already
     init_on_first_miss(package_unrun("pyroute2"))
+# Its rtnetlink socket imports unittest.mock (for its mock engine, never ours); the unittest
+# package's own __init__ (the test runner, loader and difflib: ~0.9 MB) waits until asked for.
+if "unittest" not in sys.modules:
+    init_on_first_miss(package_unrun("unittest"))
 
 from pyroute2.iproute import AsyncIPRoute  # noqa: E402 (after the registration above)
 from pyroute2.netlink.exceptions import NetlinkError  # noqa: E402

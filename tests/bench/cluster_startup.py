@@ -87,8 +87,11 @@ BENCH_NAMESPACE_PREFIX = "t-"  # every bench namespace: t-bench-*, t-density-*, 
 class NodeAgent:
     """One node agent process joined as node `name`."""
 
-    def __init__(self, kind: str, workdir: pathlib.Path, standalone: bool = False):
+    def __init__(self, kind: str, workdir: pathlib.Path, standalone: bool = False, max_pods: int | None = None,
+                 probe: dict[str, str] | None = None):
         self.kind, self.workdir, self.standalone = kind, workdir, standalone
+        self.max_pods = max_pods  # None: each agent's default (110)
+        self.probe = probe  # pykubelet only: run under tests/bench/agent_probe.py with this environment
         self.node = f"bench-{kind}"
         self.proc: subprocess.Popen[bytes] | None = None
         self.healthz_port = free_port()  # /healthz on http://127.0.0.1:<port>, for either agent
@@ -112,23 +115,26 @@ class NodeAgent:
                                    "x509": {"clientCAFile": str(STATE / "pki" / "ca.crt")}},
                 "authorization": {"mode": "AlwaysAllow" if self.standalone else "Webhook"},
                 "port": free_port(), "healthzPort": self.healthz_port,
-                "readOnlyPort": 0}))
+                "readOnlyPort": 0, **({"maxPods": self.max_pods} if self.max_pods else {})}))
             # --cert-dir does not follow --root-dir; the device plugin dir is fixed: note whether it was there.
             self.made_device_plugins = not os.path.exists(DEVICE_PLUGINS)
             self.made_chains = kubelet_chains.absent()  # it makes its iptables chains in this netns
             argv = [str(BIN / "kubelet"), "--config", str(config), "--root-dir", str(root),
                     "--cert-dir", str(root / "pki"), "--hostname-override", self.node]
         else:
-            argv = [sys.executable, "-m", "pykubelet.cli",
+            argv = [sys.executable, "-m", "tests.bench.agent_probe" if self.probe else "pykubelet.cli",
                     "--pod-manifest-path", str(manifests), "--root-dir", str(root),
                     "--hostname-override", self.node, "--healthz-port", str(self.healthz_port), "--port", str(free_port()),
                     "--client-ca-file", str(STATE / "pki" / "ca.crt"),  # the apiserver's identity, as the kubelet's
                     "--network-mode", "runtime"]  # the same containerd-run network as the kubelet's
+            if self.max_pods:
+                argv += ["--max-pods", str(self.max_pods)]
         if not self.standalone:
             argv += ["--kubeconfig", str(kubeconfig)]
         log = open(self.workdir / f"{self.kind}.log", "ab")
         self.started_at = time.perf_counter()
-        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        env = {**os.environ, **self.probe} if self.probe and self.kind != "kubelet" else None
+        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
 
     def check_alive(self) -> None:
         """Fail at once, with its log, when the agent has exited (instead of waiting out a deadline)."""

@@ -1,23 +1,35 @@
 """Density at maxPods: 110 pods at once on one node, pykubelet vs the real kubelet, same run.
 
-    python -m tests.bench.density [--pods 110] [--idle 60] [--skip-standalone]
+    python -m tests.bench.density [--pods 110] [--max-pods N] [--idle 60] [--skip-standalone]
+                                  [--probe [--trace]]
 
 For each agent, on the same containerd (both with containerd running the pod network, as in
 tests/bench/cluster_startup.py):
-- cluster: 110 pods created through the API at once; time until all are Running, each pod's
-  create -> Running, the agent's peak RSS and CPU seconds during that ramp; then its CPU and RSS
-  while the 110 pods just run (--idle seconds); then all deleted, time until all are gone.
+- cluster: the agent's RSS idle, Ready with no pods; 110 pods created through the API at once;
+  time until all are Running, each pod's create -> Running, the agent's peak RSS and CPU seconds
+  during that ramp; then its CPU and RSS while the 110 pods just run (--idle seconds), how much
+  of that RSS is anonymous (the heap, not the mapped binaries and libraries) and its threads;
+  then all deleted, time until all are gone.
 - standalone: 110 static pods written at once; time until every container runs (from CRI).
+
+--max-pods: maxPods of both agents (the kubelet's config, pykubelet's --max-pods); default each
+  one's own (110), which --pods above 110 needs raised.
+--probe: pykubelet runs under tests/bench/agent_probe.py; with no pods, at the pods and after
+  they are gone, its memory seen from inside (malloc's bytes in use and free per arena, RSS after
+  malloc_trim, the objects per type; with --trace tracemalloc's bytes per line, which inflates
+  the RSS it reports).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import asyncio
 import os
 import pathlib
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -47,7 +59,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def memory_kib(pid: int, key: str) -> int:
-    """VmRSS (now) or VmHWM (peak) of a process, KiB."""
+    """VmRSS (now), VmHWM (peak), RssAnon (the heap) or Threads (a count) of a process, KiB."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
             if line.startswith(key + ":"):
@@ -63,12 +75,57 @@ class Density:
     ramp_peak_rss_mib: float = 0.0
     idle_cpu_percent: float = 0.0
     idle_rss_mib: float = 0.0
+    idle_anon_mib: float = 0.0
+    idle_threads: int = 0
+    no_pods_rss_mib: float = 0.0
     all_gone_s: float = 0.0
+    probes: dict[str, list[dict]] = field(default_factory=dict)  # moment -> [as it was, after malloc_trim]
+
+
+async def probe_memory(agent: NodeAgent, directory: pathlib.Path) -> list[dict]:
+    """The agent's memory from inside (tests/bench/agent_probe.py): as it is, then after malloc_trim."""
+    found = []
+    for sig in (signal.SIGUSR1, signal.SIGUSR2):
+        path = directory / f"{len(list(directory.glob('*.json'))) + 1}.json"
+        agent.proc.send_signal(sig)
+        await wait_for(path.exists, 60, f"the probe's {path.name}", interval=0.05)
+        found.append(json.loads(path.read_text()))
+    return found
+
+
+def show_probes(probes: dict[str, list[dict]], pods: int) -> None:
+    print(f"\npykubelet's memory from inside (MiB; RSS after malloc_trim(0) in the last column)")
+    print(f"{'moment':14} {'RSS':>7} {'anon':>7} {'file':>7} {'malloc used':>11} {'free held':>9} "
+          f"{'threads':>7} {'RSS trimmed':>11}")
+    for moment, (now, trimmed) in probes.items():
+        print(f"{moment:14} {now['VmRSS_mib']:7.1f} {now['RssAnon_mib']:7.1f} {now['RssFile_mib']:7.1f} "
+              f"{now['malloc_in_use_mib']:11.1f} {now['malloc_free_held_mib']:9.1f} {len(now['threads']):7d} "
+              f"{trimmed['VmRSS_mib']:11.1f}")
+    first, last = probes["no pods"][0], probes[f"{pods} pods"][0]
+    print(f"threads at {pods} pods: {collections.Counter(n.rstrip('0123456789_') for n in last['threads'])}")
+    for moment, (now, trimmed) in probes.items():
+        print(f"malloc arenas at {moment} (mapped/free MiB): " + ", ".join(
+            f"{a['mapped'] / 2**20:.1f}/{a['free'] / 2**20:.1f}" for a in now["arenas"]))
+    objects = collections.Counter(dict(last["objects"]))
+    objects.subtract(dict(first["objects"]))
+    print(f"objects per pod, no pods -> {pods} pods (of the 40 most numerous types): " + ", ".join(
+        f"{name} {count / pods:.1f}" for name, count in objects.most_common(20)))
+    if "by_line" in last:
+        grown = collections.Counter(dict(last["by_line"]))
+        grown.subtract(dict(first["by_line"]))
+        print(f"traced {first['traced_mib']:.1f} -> {last['traced_mib']:.1f} MiB; most grown lines (KiB per pod):")
+        for where, size in grown.most_common(25):
+            print(f"  {size / 1024 / pods:7.2f}  {where.split('site-packages/')[-1].split('/pykubelet/')[-1]}")
 
 
 async def cluster_density(kind: str, kube: KubeClient, cri: CRIClient, args: argparse.Namespace,
                           workdir: pathlib.Path) -> Density:
-    agent = NodeAgent(kind, workdir)
+    probe_dir = workdir / "probe"
+    probe_env = None
+    if args.probe and kind == "pykubelet":
+        probe_dir.mkdir()
+        probe_env = {"PYKUBELET_PROBE_DIR": str(probe_dir), "PYKUBELET_PROBE_TRACE": "1" if args.trace else "0"}
+    agent = NodeAgent(kind, workdir, max_pods=args.max_pods, probe=probe_env)
     namespace = f"t-density-{kind}"
     kubectl("create", "namespace", namespace, check=False)
     await wait_for(lambda: kubectl("get", "sa", "default", "-n", namespace, check=False).returncode == 0, 60,
@@ -81,6 +138,10 @@ async def cluster_density(kind: str, kube: KubeClient, cri: CRIClient, args: arg
     try:
         await wait_for(lambda: ready_untainted(agent.node), 120, f"{agent.node} Ready without taints")
         pid = agent.proc.pid
+        await asyncio.sleep(args.idle / 4)  # Ready with no pods: the measurement window itself
+        out.no_pods_rss_mib = memory_kib(pid, "VmRSS") / 1024
+        if probe_env:
+            out.probes["no pods"] = await probe_memory(agent, probe_dir)
         print(f"  {kind}: creating {args.pods} pods at once", flush=True)
         cpu_before = cpu_seconds(pid)
         created: dict[str, float] = {}
@@ -115,11 +176,18 @@ async def cluster_density(kind: str, kube: KubeClient, cri: CRIClient, args: arg
         await asyncio.sleep(args.idle)  # the measurement window itself, not a wait for anything
         out.idle_cpu_percent = 100 * (cpu_seconds(pid) - idle_cpu) / (time.perf_counter() - idle_start)
         out.idle_rss_mib = memory_kib(pid, "VmRSS") / 1024
+        out.idle_anon_mib = memory_kib(pid, "RssAnon") / 1024
+        out.idle_threads = memory_kib(pid, "Threads")
+        if probe_env:
+            out.probes[f"{args.pods} pods"] = await probe_memory(agent, probe_dir)
         start = time.perf_counter()
         kubectl("delete", "pods", "--all", "-n", namespace, "--wait=false")
         await wait_for(lambda: kubectl("get", "pods", "-n", namespace, "-o", "name", check=False).stdout == "",
                        600, "every pod gone from the API", interval=0.2)
         out.all_gone_s = time.perf_counter() - start
+        if probe_env:
+            await asyncio.sleep(args.idle / 4)  # the workers and their records end after the API's delete
+            out.probes["all deleted"] = await probe_memory(agent, probe_dir)
     finally:
         watch.cancel()
         kubectl("delete", "namespace", namespace, "--wait=false", check=False)
@@ -136,7 +204,7 @@ def static_pod(name: str) -> dict:
 
 async def standalone_density(kind: str, cri: CRIClient, args: argparse.Namespace, workdir: pathlib.Path) -> Density:
     """110 static pods written at once; each pod's latency is its container's start time (CRI)."""
-    agent = NodeAgent(kind, workdir, standalone=True)
+    agent = NodeAgent(kind, workdir, standalone=True, max_pods=args.max_pods)
     agent.start()
     out = Density()
     manifests = workdir / "manifests"
@@ -170,7 +238,8 @@ async def standalone_density(kind: str, cri: CRIClient, args: argparse.Namespace
 
 def table(title: str, results: dict[str, Density], pods: int, idle: bool) -> None:
     base, ours = results["kubelet"], results["pykubelet"]
-    rows = [(f"all {pods} Running (s)", base.all_running_s, ours.all_running_s),
+    rows = [("RSS Ready with no pods (MiB)", base.no_pods_rss_mib, ours.no_pods_rss_mib)] if idle else []
+    rows += [(f"all {pods} Running (s)", base.all_running_s, ours.all_running_s),
             ("per pod p50 (s)", statistics.median(base.per_pod_s), statistics.median(ours.per_pod_s)),
             ("per pod p99 (s)", percentile(base.per_pod_s, 0.99), percentile(ours.per_pod_s, 0.99)),
             ("agent CPU during the ramp (s)", base.ramp_cpu_s, ours.ramp_cpu_s),
@@ -178,6 +247,8 @@ def table(title: str, results: dict[str, Density], pods: int, idle: bool) -> Non
     if idle:
         rows += [(f"idle CPU at {pods} pods (% of a core)", base.idle_cpu_percent, ours.idle_cpu_percent),
                  (f"RSS at {pods} pods (MiB)", base.idle_rss_mib, ours.idle_rss_mib),
+                 (f"  of which anonymous (MiB)", base.idle_anon_mib, ours.idle_anon_mib),
+                 (f"threads at {pods} pods", base.idle_threads, ours.idle_threads),
                  ("delete -> all gone (s)", base.all_gone_s, ours.all_gone_s)]
     print(f"\n{title}; {machine()}, Kubernetes v1.36.3")
     print(f"{'':38} {'kubelet':>10} {'pykubelet':>10} {'ratio':>8}")
@@ -188,8 +259,11 @@ def table(title: str, results: dict[str, Density], pods: int, idle: bool) -> Non
 async def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pods", type=int, default=110)
+    parser.add_argument("--max-pods", type=int, default=None, help="maxPods of both agents (default: 110)")
     parser.add_argument("--idle", type=float, default=60.0)
     parser.add_argument("--skip-standalone", action="store_true")
+    parser.add_argument("--probe", action="store_true", help="pykubelet's memory from inside (agent_probe.py)")
+    parser.add_argument("--trace", action="store_true", help="with --probe: tracemalloc in the agent")
     args = parser.parse_args()
     network_dir = tempfile.mkdtemp(prefix="pykubelet-bench-ipam-")
     assets.write_conflist(CNI_CONF_DIR, assets.render("pod-network.conflist", bridge="pkl0",
@@ -212,6 +286,8 @@ async def main() -> int:
     await kube.close()
     shutil.rmtree(network_dir, ignore_errors=True)
     table(f"Density: {args.pods} pods through the API at once", cluster, args.pods, idle=True)
+    if cluster["pykubelet"].probes:
+        show_probes(cluster["pykubelet"].probes, args.pods)
     if standalone:
         table(f"Density: {args.pods} static pods at once (standalone)", standalone, args.pods, idle=False)
     return 0

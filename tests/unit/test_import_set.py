@@ -67,6 +67,8 @@ def test_a_standalone_agent_loads_no_apiserver_client(tmp_path):
     assert [m for m in loaded if m.startswith("kubernetes_asyncio") or m == "pykubelet.kube.client"] == []
     assert "pyroute2.iproute" in loaded
     assert [m for m in loaded if m.startswith(("pyroute2.ndb", "pyroute2.ipdb"))] == []
+    # pyroute2 imports unittest.mock; the unittest package's __init__ (runner, loader, difflib) never runs.
+    assert [m for m in loaded if m in ("unittest.case", "unittest.main", "unittest.runner", "difflib")] == []
     # A restart serves its stored self-signed pair with ssl alone; cryptography makes or reads one.
     assert [m for m in loaded if m.startswith("cryptography")] == []
     # aiohttp serves, but its client (and the CA bundle its connector reads) waits for an httpGet probe.
@@ -135,6 +137,7 @@ def test_the_apiserver_client_works_without_the_typed_api(tmp_path):
             importlib.import_module(module.name)
         from aiohttp import web
         from pykubelet.kube.client import KubeClient
+        UNUSED_PARTS = [["kubernetes_asyncio", part] for part in ("dynamic", "stream", "utils", "watch")]
 
         async def main():
             seen = []
@@ -157,12 +160,18 @@ def test_the_apiserver_client_works_without_the_typed_api(tmp_path):
             finally:
                 await kube.close()
                 await runner.cleanup()
-            return {{"listed": listed, "seen": seen, "typed_api": typed_api_loaded()}}
+            unused = [m for m in sys.modules if m.split(".")[:2] in UNUSED_PARTS
+                      or m.startswith(("urllib3.", "importlib.metadata"))]
+            return {{"listed": listed, "seen": seen, "typed_api": typed_api_loaded(), "unused": unused}}
         print(json.dumps(asyncio.run(main())))
     """)
     assert out["listed"] == {"kind": "NodeList", "items": []}
     assert out["seen"] == ["Bearer the-token"]
     assert out["typed_api"] == []
+    # Nor the parts of the library its own __init__ imports and the agent never calls, nor urllib3
+    # (kubernetes_asyncio builds only a basic-auth header with it), nor importlib.metadata (which
+    # aiolimiter's __init__ reads its version with).
+    assert out["unused"] == []
 
 
 def test_the_proxy_loads_none_of_the_kubelets_modules(tmp_path):
@@ -195,19 +204,25 @@ def test_the_proxy_loads_none_of_the_kubelets_modules(tmp_path):
 
 def test_the_libraries_still_give_everything_when_asked():
     """Deferred, not removed: code that asks kubernetes_asyncio for a model or an API class gets it,
-    ApiClient still deserializes into a model, pyroute2 still has all of its names, and aiohttp
-    (its client deferred, as for a standalone agent) all of its own, its version the installed one."""
+    ApiClient still deserializes into a model, Configuration still makes a basic-auth header
+    (urllib3's), pyroute2 and unittest still have all of their names, and aiohttp (its client
+    deferred, as for a standalone agent) all of its own, its version the installed one."""
     out = _run("""
         import asyncio, json
         from importlib import metadata
         from pykubelet.util import http_client
         http_client.defer_client()
         from aiohttp import web
-        from pykubelet.kube.rest_layer import ApiClient
+        from pykubelet.kube.rest_layer import ApiClient, Configuration
         import pykubelet.util.netlink
-        from kubernetes_asyncio.client import CoreV1Api, V1Pod
+        import aiolimiter
         import kubernetes_asyncio
+        import unittest
+        import urllib3
+        from kubernetes_asyncio.client import CoreV1Api, V1Pod
         import pyroute2
+
+        basic = Configuration(username="u", password="p").get_basic_auth_token()
 
         async def deserialize():
             api = ApiClient()
@@ -219,7 +234,14 @@ def test_the_libraries_still_give_everything_when_asked():
         print(json.dumps({"api": CoreV1Api.__name__, "model": V1Pod.__name__,
                           "watch": kubernetes_asyncio.watch.Watch.__name__, "pod": asyncio.run(deserialize()),
                           "ndb": pyroute2.NDB.__name__, "session": aiohttp.ClientSession.__name__,
-                          "aiohttp": aiohttp.__version__ == metadata.version("aiohttp")}))
+                          "aiohttp": aiohttp.__version__ == metadata.version("aiohttp"),
+                          "kubernetes_asyncio": kubernetes_asyncio.__version__ == metadata.version("kubernetes_asyncio"),
+                          "stream": kubernetes_asyncio.stream.WsApiClient.__name__, "basic": basic,
+                          "urllib3": urllib3.__version__ == metadata.version("urllib3"),
+                          "unittest": unittest.TestCase.__name__,
+                          "aiolimiter": aiolimiter.__version__ == metadata.version("aiolimiter")}))
     """)
     assert out == {"api": "CoreV1Api", "model": "V1Pod", "watch": "Watch", "pod": "web", "ndb": "NDB",
-                   "session": "ClientSession", "aiohttp": True}
+                   "session": "ClientSession", "aiohttp": True, "kubernetes_asyncio": True,
+                   "stream": "WsApiClient", "basic": "Basic dTpw", "urllib3": True, "unittest": "TestCase",
+                   "aiolimiter": True}
