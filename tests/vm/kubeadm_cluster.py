@@ -15,6 +15,7 @@ import contextlib
 import json
 import re
 import secrets
+import shlex
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterator
@@ -130,6 +131,22 @@ def restart_counts(cluster: Cluster) -> dict[str, tuple[str, int]]:
     return {f"{p['metadata']['namespace']}/{p['metadata']['name']}": (s["containerID"], s["restartCount"])
             for p in cluster.json("get", "pods", "-A")["items"] for s in p["status"].get("containerStatuses") or []}
 
+
+
+def exec_in(cluster: Cluster, pod: str, command: str) -> str:
+    return cluster.kubectl("exec", pod, "--", "sh", "-c", shlex.quote(command), check=False)
+
+
+async def resolves_kubernetes_default_and_reaches_it(cluster: Cluster, pod: str) -> None:
+    """The (busybox) pod resolves kubernetes.default through kubeadm's CoreDNS and connects to the
+    apiserver by that name: its DNS Service and the apiserver's both through its node's proxy."""
+    lookup = await wait_for(lambda: (lambda out: out if re.search(r"Address:?\s+10\.96\.0\.1\b", out) else None)(
+        exec_in(cluster, pod, "nslookup kubernetes.default.svc.cluster.local")), 600,
+        f"CoreDNS resolving kubernetes.default from {pod}", interval=5, describe=cluster.describe)
+    assert "10.96.0.10" in lookup, lookup  # asked the kube-dns Service
+    # the short name through the pod's search path, to the apiserver through the proxy
+    out = exec_in(cluster, pod, "nc -w 5 kubernetes.default 443 </dev/null && echo connected")
+    assert "connected" in out, out
 
 async def test_init_runs_the_control_plane_on_pykubelet_under_the_systemd_driver(cluster: Cluster):
     cp = cluster.cp.name

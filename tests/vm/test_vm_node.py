@@ -3,7 +3,8 @@ Vagrantfile as `make vagrant-up` does it (tests/vm/vagrant.py; the control plane
 PKL_WORKERS=0): pykubelet installed as kubelet.service with kubeadm's drop-in and config, `kubeadm
 init` running etcd, the apiserver, the controller-manager and the scheduler as static pods under
 the systemd cgroup driver, kubeadm's CoreDNS and `pykubelet proxy` as kube-proxy.service. Then a
-pod in its slice with its limits and stats, `systemctl restart kubelet` restarting no pod, the
+pod in its slice with its limits and stats, resolving kubernetes.default through CoreDNS and
+reaching it through the proxy, `systemctl restart kubelet` restarting no pod, the
 watchdog, `systemctl stop kubelet` taking the node NotReady while every pod runs on, a start
 adopting them.
 
@@ -22,7 +23,8 @@ import pytest
 
 from tests.helpers import wait_for
 from tests.vm.conftest import journal
-from tests.vm.kubeadm_cluster import CONTROL_PLANE_PODS, Cluster, restart_counts, running
+from tests.vm.kubeadm_cluster import (CONTROL_PLANE_PODS, Cluster, resolves_kubernetes_default_and_reaches_it,
+                                      restart_counts, running)
 from tests.vm.machine import Node
 from tests.vm.vagrant import vagrant_cluster
 
@@ -96,6 +98,12 @@ async def test_a_pod_runs_in_its_pod_slice_with_its_limits_and_stats(cluster: Cl
     stats = next(p for p in summary["pods"] if p["podRef"]["name"] == "sleeper")
     assert stats["memory"]["workingSetBytes"] > 0 and stats["cpu"]["usageCoreNanoSeconds"] > 0, stats
     assert summary["node"]["memory"]["workingSetBytes"] > 0
+
+
+async def test_the_pod_resolves_kubernetes_default_through_coredns_and_reaches_it_through_the_proxy(
+        cluster: Cluster):
+    # the cluster as `vagrant up` makes it by default: kubeadm's CoreDNS, `pykubelet proxy` (iptables)
+    await resolves_kubernetes_default_and_reaches_it(cluster, "sleeper")
 
 
 async def test_restarting_the_unit_restarts_no_pod(cluster: Cluster):

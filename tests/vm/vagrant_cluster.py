@@ -25,7 +25,8 @@ from typing import Any, Iterator
 import pytest
 
 from tests.helpers import wait_for
-from tests.vm.kubeadm_cluster import Cluster, restart_counts, running
+from tests.vm.kubeadm_cluster import (Cluster, exec_in, resolves_kubernetes_default_and_reaches_it, restart_counts,
+                                      running)
 from tests.vm.vagrant import vagrant_cluster
 
 MODE = os.environ.get("PKL_PROXY_MODE", "iptables")
@@ -43,10 +44,6 @@ def cluster() -> Iterator[Cluster]:
 def apply(cluster: Cluster, obj: dict[str, Any]) -> None:
     cluster.cp.ssh(f"echo {shlex.quote(json.dumps(obj))} | kubectl --kubeconfig /etc/kubernetes/admin.conf apply -f -",
                    timeout=120)
-
-
-def exec_in(cluster: Cluster, pod: str, command: str) -> str:
-    return cluster.kubectl("exec", pod, "--", "sh", "-c", shlex.quote(command), check=False)
 
 
 def pod(name: str, node: str, command: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
@@ -76,13 +73,7 @@ async def test_a_pod_resolves_kubernetes_default_through_coredns_and_reaches_it_
     await wait_for(lambda: running(cluster, ("web", "client")), 600, "the web and client pods Running",
                    interval=5, describe=cluster.describe)
     # kubeadm's CoreDNS (its pods on the control plane, reaching the apiserver through the proxy there)
-    lookup = await wait_for(lambda: (lambda out: out if re.search(r"Address:?\s+10\.96\.0\.1\b", out) else None)(
-        exec_in(cluster, "client", "nslookup kubernetes.default.svc.cluster.local")), 600,
-        "CoreDNS resolving kubernetes.default from the worker's pod", interval=5, describe=cluster.describe)
-    assert "10.96.0.10" in lookup, lookup  # asked the kube-dns Service
-    # the short name through the pod's search path, to the apiserver through the worker's proxy
-    out = exec_in(cluster, "client", "nc -w 5 kubernetes.default 443 </dev/null && echo connected")
-    assert "connected" in out, out
+    await resolves_kubernetes_default_and_reaches_it(cluster, "client")
     # a Service whose endpoint is on the other node
     await wait_for(lambda: "hello-from-web" in exec_in(cluster, "client", "timeout 5 wget -qO- http://web/"), 120,
                    "the web Service (a pod on the control plane) from the worker's pod", interval=3,
