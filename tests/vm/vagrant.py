@@ -45,13 +45,22 @@ class VagrantNode:
     ip: str
     ssh_config: Path
 
+    def _argv(self, command: str, env: dict[str, str] | None = None) -> list[str]:
+        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
+        remote = f"sudo {'env ' + exports if exports else ''} bash -c {shlex.quote(command)}"
+        return ["ssh", "-q", "-F", str(self.ssh_config), "-o", "BatchMode=yes", "-o", "ServerAliveInterval=15",
+                self.host, remote]
+
+    def follow(self, command: str, into: IO[str]) -> subprocess.Popen[str]:
+        """`command` as root, running on (e.g. `journalctl -f`), its output into `into` until it or
+        the machine ends: what a machine that powers off said last."""
+        return subprocess.Popen(self._argv(command), stdout=into, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                text=True)
+
     def ssh(self, command: str, timeout: float = 300, check: bool = True,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         """`command` as root, as `vagrant ssh -c 'sudo ...'` runs it (Machine.ssh's interface)."""
-        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
-        remote = f"sudo {'env ' + exports if exports else ''} bash -c {shlex.quote(command)}"
-        argv = ["ssh", "-q", "-F", str(self.ssh_config), "-o", "BatchMode=yes", "-o", "ServerAliveInterval=15",
-                self.host, remote]
+        argv = self._argv(command, env)
         try:
             result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:

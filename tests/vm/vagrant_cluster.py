@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shlex
+import tempfile
 import time
 from typing import Any, Iterator
 
@@ -130,13 +131,24 @@ async def test_powering_off_the_worker_ends_its_pod_as_a_node_shutdown_does(clus
     await wait_for(lambda: running(cluster, ("stopper",)), 300, "the stopper pod Running", interval=5,
                    describe=cluster.describe)
 
-    worker.ssh("systemctl poweroff", timeout=60, check=False)  # the connection may drop as it goes
+    # the worker's own account of its shutdown, up to its last moment (its journal goes with it)
+    with tempfile.TemporaryFile("w+") as last_words:
+        follower = worker.follow("journalctl -f -n 0 -o cat -u kubelet", last_words)
+        try:
+            worker.ssh("systemctl poweroff", timeout=60, check=False)  # the connection may drop as it goes
 
-    def ended_by_the_shutdown() -> dict[str, Any] | None:
-        status = cluster.json("get", "pod", "stopper")["status"]
-        return status if status.get("phase") == "Failed" else None
-    status = await wait_for(ended_by_the_shutdown, 300, "the stopper pod reported Failed by its node's shutdown",
-                            interval=3, describe=cluster.describe)
+            def ended_by_the_shutdown() -> dict[str, Any] | None:
+                status = cluster.json("get", "pod", "stopper")["status"]
+                return status if status.get("phase") == "Failed" else None
+
+            def describe() -> str:
+                last_words.seek(0)
+                return f"{cluster.describe()}\n--- the worker's kubelet as it shut down ---\n{last_words.read()[-8000:]}"
+            status = await wait_for(ended_by_the_shutdown, 300, "the stopper pod reported Failed by its node's shutdown",
+                                    interval=3, describe=describe)
+        finally:
+            follower.kill()
+            follower.wait()
     assert (status.get("reason"), status.get("message")) == (
         "Terminated", "Pod was terminated in response to imminent node shutdown."), status
     disruption = [c for c in status.get("conditions", []) if c["type"] == "DisruptionTarget"]
