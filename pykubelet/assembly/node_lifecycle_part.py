@@ -15,6 +15,7 @@ from pykubelet.node.shutdown_plan import grace_periods
 from pykubelet.pods.dispatcher import PodDispatcher
 from pykubelet.runtime import cgroups
 from pykubelet.runtime.swap import SwapError, SwapFacts, read_swap_facts
+from pykubelet.status.manager import StatusManager
 from pykubelet.util.log import get_logger
 from pykubelet.util.tasks import LoopDied
 
@@ -37,9 +38,9 @@ async def node_swap(s: Settings, memory_capacity: int, cgroup_root: str = cgroup
 
 
 def build_shutdown(s: Settings, recorder: EventRecorder, dispatcher: Callable[[], PodDispatcher],
-                   on_change: Callable[[], None]) -> NodeShutdownManager | None:
-    """None when graceful shutdown is off (no grace period set). `dispatcher` is asked for when a
-    shutdown comes (the pod path is made after this)."""
+                   statuses: Callable[[], StatusManager], on_change: Callable[[], None]) -> NodeShutdownManager | None:
+    """None when graceful shutdown is off (no grace period set). `dispatcher` and `statuses` are
+    asked for when a shutdown comes (the pod path is made after this)."""
     periods = grace_periods(s.shutdown)
     if not periods:
         return None
@@ -48,5 +49,7 @@ def build_shutdown(s: Settings, recorder: EventRecorder, dispatcher: Callable[[]
              shutdownGracePeriodByPodPriority=",".join(f"{p.priority}:{p.seconds}s" for p in periods))
     killer = PodKiller(active_pods=lambda: dispatcher().active_pods(),
                        kill=lambda *order: dispatcher().evict(*order),
-                       killed=lambda uid: dispatcher().eviction_done(uid))
+                       killed=lambda uid: dispatcher().eviction_done(uid),
+                       reported=lambda uid: statuses().reported(uid),
+                       retry_reports=lambda: statuses().retry_now())
     return NodeShutdownManager(periods, SystemLogind(), killer, recorder, s.node_name, on_change)

@@ -181,7 +181,7 @@ async def _build(s: Settings, cri: CRIClient, cluster: Cluster | None, syncloop_
     # Made before the pod path, whose admission asks for its conditions; it evicts through the pod path.
     eviction = build_eviction(s, cri, node_ip, wake.recorder, image_gc, lambda: pods.dispatcher,
                               lambda: pods.statuses, lambda: node.nudge() if node is not None else None)
-    shutdown = build_shutdown(s, wake.recorder, lambda: pods.dispatcher,
+    shutdown = build_shutdown(s, wake.recorder, lambda: pods.dispatcher, lambda: pods.statuses,
                               lambda: node.nudge() if node is not None else None)
     if kube is not None and s.cluster.register_node:
         from pykubelet.pods.mirror import MirrorPods

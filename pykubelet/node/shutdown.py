@@ -5,8 +5,9 @@ At start: raise logind's InhibitDelayMaxSec when it is below the total budget (a
 reload), take the lock, watch PrepareForShutdown. On PrepareForShutdown(true): the node goes
 NotReady ("node is shutting down") and turns new pods away; the pods are killed group by group,
 lowest priority first, each with its group's budget (or its own grace period if shorter) and a
-Failed status saying why, each group waited for at most its budget; then the lock is released
-and logind goes on. On PrepareForShutdown(false), a cancelled shutdown: the lock is taken again
+Failed status saying why, each group waited for at most its budget; then, for what is left of
+the whole budget, until those Failed statuses are in the apiserver; then the lock is released and
+logind goes on. On PrepareForShutdown(false), a cancelled shutdown: the lock is taken again
 and the node is Ready again. Without logind (no systemd, no system bus) the node runs without
 graceful shutdown, said once in the log.
 """
@@ -30,6 +31,7 @@ log = get_logger(__name__)
 RECONNECT_SECONDS = 1.0  # the kubelet's dbusReconnectPeriod
 RELOAD_TRIES, RELOAD_FIRST_WAIT = 5, 0.1  # polling logind after the reload, doubling
 POLL_SECONDS = 0.2  # how often a group's pods are checked for being killed
+RETRY_REPORTS_SECONDS = 1.0  # how often failed status writes are retried while the lock waits for them
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,10 @@ class PodKiller:
     kill: Callable[[str, str, str, int], bool]
     """(uid, reason, message, grace seconds): fail the pod for good and kill it; False if it is gone."""
     killed: Callable[[str], bool]
+    reported: Callable[[str], bool] = lambda uid: True
+    """The pod's final status is in the apiserver (always, without one)."""
+    retry_reports: Callable[[], None] = lambda: None
+    """Retry the status writes that failed now, not at the next resync."""
 
 
 class NodeShutdownManager:
@@ -124,27 +130,52 @@ class NodeShutdownManager:
         if not shutting_down:
             await self._acquire()
             return
+        deadline = self.clock() + plan.period_requested(self.periods)
         try:
-            await self.kill_pods(self.pods.active_pods())
+            killed = await self.kill_pods(self.pods.active_pods())
+            await self._wait_reported(killed, deadline)
         finally:
             self._release()
             log.info("Shutdown manager completed processing shutdown event, node will shutdown shortly")
 
-    async def kill_pods(self, pods: list[Pod]) -> None:
+    async def kill_pods(self, pods: list[Pod]) -> list[Pod]:
+        """Kill `pods` group by group; the pods a kill was started for."""
+        killed: list[Pod] = []
         for group in plan.group_pods(self.periods, pods):
             if group.pods:
-                await self._kill_group(group)
+                killed += await self._kill_group(group)
+        return killed
 
-    async def _kill_group(self, group: plan.ShutdownGroup) -> None:
+    async def _wait_reported(self, pods: list[Pod], deadline: float) -> None:
+        """Wait, until the budget's end, for the killed pods' Failed statuses to be in the apiserver.
+        The kubelet releases the lock as soon as the pods are killed, and a status still on its way
+        (a slow or throttled apiserver) goes down with the machine: the pod shows Running on a node
+        that is gone until the node lifecycle controller evicts it, minutes later. Waiting costs
+        the shutdown nothing it was not willing to give."""
+        retry_at = self.clock()
+        while left := [pod for pod in pods if not self.pods.reported(pod.uid)]:
+            if self.clock() >= deadline:
+                log.info("Shutdown manager stopped waiting for pod statuses to reach the apiserver",
+                         pods=",".join(p.full_name for p in left))
+                return
+            if self.clock() >= retry_at:
+                self.pods.retry_reports()
+                retry_at = self.clock() + RETRY_REPORTS_SECONDS
+            await asyncio.sleep(min(self.poll, max(deadline - self.clock(), 0)))
+        if pods:
+            log.info("Shutdown manager: the killed pods' statuses are in the apiserver", pods=len(pods))
+
+    async def _kill_group(self, group: plan.ShutdownGroup) -> list[Pod]:
         budget = group.period.seconds
         deadline = self.clock() + budget
-        killing = []
+        killing: list[Pod] = []
         for pod in group.pods:
             grace = plan.pod_grace(pod, budget)
             log.info("Shutdown manager killing pod with gracePeriod", pod=pod.full_name, gracePeriod=grace,
                      priority=group.period.priority)
             if self.pods.kill(pod.uid, plan.SHUTDOWN_REASON, plan.SHUTDOWN_MESSAGE, grace):
                 killing.append(pod)
+        started = list(killing)
         while True:
             left = [pod for pod in killing if not self.pods.killed(pod.uid)]
             for pod in killing:
@@ -154,9 +185,9 @@ class NodeShutdownManager:
             if not killing:
                 log.info("Done waiting for all pods in group to terminate", gracePeriod=budget,
                          priority=group.period.priority)
-                return
+                return started
             if self.clock() >= deadline:
                 log.info("Shutdown manager pod killing time out", gracePeriod=budget, priority=group.period.priority,
                          pods=",".join(p.full_name for p in killing))
-                return
+                return started
             await asyncio.sleep(min(self.poll, max(deadline - self.clock(), 0)))

@@ -127,6 +127,19 @@ class StatusManager:
         """The pod's status as this node reports it (v1 JSON)."""
         return self._statuses.get(uid)
 
+    def reported(self, uid: str) -> bool:
+        """The apiserver has the pod's final status (Failed or Succeeded) from us, or there is no
+        apiserver, or the pod is forgotten: what a node shutting down waits for."""
+        status = self._statuses.get(uid)
+        if self.kube is None or status is None:
+            return True
+        return uid not in self._dirty and status.get("phase") in ("Failed", "Succeeded")
+
+    def retry_now(self) -> None:
+        """Retry failed writes now rather than at the next resync."""
+        if self._dirty:
+            self._wake.set()
+
     def pods(self) -> list[tuple[Pod, Status]]:
         """Every pod with its current status (the kubelet API's view of the node)."""
         return [(pod, self._statuses[uid]) for uid, pod in self._pods.items()]

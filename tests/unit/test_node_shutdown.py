@@ -78,15 +78,19 @@ class FakePods:
     """The pod path: a killed pod is gone `takes[name]` seconds (of the fake clock) after its kill;
     each check for it moves the clock on by `step`, as time passes while the manager waits."""
 
-    def __init__(self, pods, clock: ManualClock, takes: dict[str, float] | None = None, step: float = 0.5):
+    def __init__(self, pods, clock: ManualClock, takes: dict[str, float] | None = None, step: float = 0.5,
+                 reports_take: dict[str, float] | None = None):
         self.pods, self.clock, self.takes, self.step = pods, clock, takes or {}, step
+        self.reports_take = reports_take or {}  # seconds after its kill until a pod's status is in the apiserver
+        self.retries: list[float] = []
         self.kills: list[tuple[str, str, str, int, float]] = []
         self.gone_at: dict[str, float] = {}
         self.log: list[str]
 
     def killer(self, log: list[str]) -> PodKiller:
         self.log = log
-        return PodKiller(active_pods=lambda: list(self.pods), kill=self.kill, killed=self.killed)
+        return PodKiller(active_pods=lambda: list(self.pods), kill=self.kill, killed=self.killed,
+                         reported=self.reported, retry_reports=lambda: self.retries.append(self.clock.now))
 
     def kill(self, uid: str, reason: str, message: str, grace: int) -> bool:
         name = uid.removeprefix("uid-")
@@ -98,6 +102,10 @@ class FakePods:
     def killed(self, uid: str) -> bool:
         self.clock.now += self.step
         return self.clock.now >= self.gone_at[uid]
+
+    def reported(self, uid: str) -> bool:
+        self.clock.now += self.step
+        return self.clock.now >= self.gone_at[uid] + self.reports_take.get(uid.removeprefix("uid-"), 0.0)
 
 
 class Recorder:
@@ -168,6 +176,30 @@ async def test_a_group_is_waited_for_at_most_its_budget():
     started_at = {k[0]: k[4] for k in pods.kills}
     assert started_at["stuck"] == 0 and 10 <= started_at["db"] <= 10.5  # the regular budget ran out
     assert not logind.held
+    task.cancel()
+
+
+async def test_the_lock_waits_for_the_killed_pods_statuses_to_reach_the_apiserver_until_the_budget_ends():
+    """A status write that has not gone through (a slow apiserver) would go down with the machine,
+    leaving the pod Running in the API: the rest of the whole budget is spent getting it there."""
+    clock = ManualClock(0.0)
+    logind = FakeLogind()
+    pods = FakePods([pod("web"), pod("dns", priority=CRITICAL)], clock, takes={"web": 2, "dns": 1},
+                    reports_take={"web": 6})
+    m = manager(logind, pods, clock)
+    task = await started(logind, m)
+    await shut_down(logind)
+    released_at = clock.now
+    assert 8 <= released_at < 12  # web's status went through 6 s after its kill: not at the kills' end (~3 s)
+    assert len(pods.retries) >= 3 and all(b - a >= 1 for a, b in zip(pods.retries, pods.retries[1:]))
+    task.cancel()
+
+    clock = ManualClock(0.0)
+    logind = FakeLogind()
+    pods = FakePods([pod("web")], clock, takes={"web": 2}, reports_take={"web": 1000})
+    task = await started(logind, manager(logind, pods, clock))
+    await shut_down(logind)
+    assert 20 <= clock.now <= 20.5  # never reported: released when the whole budget (20 s) is spent
     task.cancel()
 
 

@@ -95,3 +95,23 @@ def test_the_pod_list_serves_each_pod_with_its_status_and_shares_nothing_with_th
         condition["status"] = "Unknown"  # a reader that changes what it was served...
     assert pod.raw["status"]["conditions"][2]["status"] == "True"  # ...changes neither the pod
     assert statuses.get("u1")["conditions"][2]["status"] == "False"  # nor what the node reports
+
+
+async def test_a_pod_is_reported_once_its_final_status_is_written_to_the_apiserver():
+    """What a node shutting down waits for: a Failed (or Succeeded) status the apiserver has."""
+    from pykubelet.kube.paths import pod_path
+    from tests.fakes.kube import FakeKube
+
+    kube = FakeKube()
+    raw = listed_pod({"running": {"startedAt": "2026-01-01T00:00:00Z"}})
+    kube.objects[pod_path("shop", "web")] = copy.deepcopy(raw)
+    statuses = StatusManager(kube)
+    pod = parse_pod(raw, where="t")
+    statuses.set(pod, PodStatus(phase="Running"))
+    await statuses._write_status(pod.uid)
+    assert not statuses.reported(pod.uid)  # written, but not final
+    statuses.set(pod, PodStatus(phase="Failed", reason="Terminated", message="node shutdown"))
+    assert not statuses.reported(pod.uid)  # final, not written yet
+    await statuses._write_status(pod.uid)
+    assert statuses.reported(pod.uid) and kube.patches()[-1]["status"]["phase"] == "Failed"
+    assert StatusManager().reported(pod.uid)  # no apiserver: nothing to wait for
