@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import re
 import shlex
 import tempfile
@@ -132,7 +133,9 @@ async def test_powering_off_the_worker_ends_its_pod_as_a_node_shutdown_does(clus
                    describe=cluster.describe)
 
     # the worker's own account of its shutdown, up to its last moment (its journal goes with it)
-    with tempfile.TemporaryFile("w+") as last_words:
+    # read through a file of its own: seeking the follower's shared file description would move
+    # where it writes
+    with tempfile.NamedTemporaryFile("w") as last_words:
         follower = worker.follow("journalctl -f -n 0 -o cat -u kubelet", last_words)
         try:
             worker.ssh("systemctl poweroff", timeout=60, check=False)  # the connection may drop as it goes
@@ -142,8 +145,8 @@ async def test_powering_off_the_worker_ends_its_pod_as_a_node_shutdown_does(clus
                 return status if status.get("phase") == "Failed" else None
 
             def describe() -> str:
-                last_words.seek(0)
-                return f"{cluster.describe()}\n--- the worker's kubelet as it shut down ---\n{last_words.read()[-8000:]}"
+                said = pathlib.Path(last_words.name).read_text(errors="replace")
+                return f"{cluster.describe()}\n--- the worker's kubelet as it shut down ---\n{said[-8000:]}"
             status = await wait_for(ended_by_the_shutdown, 300, "the stopper pod reported Failed by its node's shutdown",
                                     interval=3, describe=describe)
         finally:
