@@ -186,6 +186,8 @@ build_pykubelet() {
 
 k8s_go_env
 STORAGE_MANIFEST=$(bash "$here/build-kind-storage.sh")
+# kubeadm's images as OCI tars (built once, cached): on a new machine nothing else has made them yet.
+python3 "$here/images_control_plane.py" --no-import --cache "$CACHE" >&2
 "$DOCKER" image inspect "$BASE_IMAGE" >/dev/null 2>&1 || die "no $BASE_IMAGE: run tests/bed/build-kind.sh first"
 [ -f "$CNI_MANIFEST" ] || die "no $CNI_MANIFEST (make addons writes it; KIND_CNI_MANIFEST names another)"
 for b in kubeadm kubelet kubectl; do [ -x "$K8S_BIN/$b" ] || die "no $K8S_BIN/$b (make control-plane builds it)"; done
@@ -194,7 +196,8 @@ flock 9
 trap remove_build_container EXIT
 real_key=$({ "$DOCKER" image inspect --format '{{.Id}}' "$BASE_IMAGE"; sha256sum "$K8S_BIN"/{kubeadm,kubelet,kubectl} "$CNI_MANIFEST" "$STORAGE_MANIFEST" | cut -d' ' -f1
     declare -f build_real commit wanted_images; echo "$SANDBOX_IMAGE $CNI_PLUGINS_VERSION"
-    for ref in $(wanted_images); do ls -l "$(image_tar "$ref")"; done; } | sha256sum | cut -c1-12)
+    for ref in $(wanted_images); do tar=$(image_tar "$ref") || die "no image tar names $ref"; ls -l "$tar"; done
+    } | sha256sum | cut -c1-12)
 if [[ $which != pykubelet && $(image_key "$REAL_IMAGE") != "$real_key" ]]; then build_real "$real_key"; fi
 if [[ $which != real ]]; then
     # The tree as it is (the wheel is built from it), not its last commit.
