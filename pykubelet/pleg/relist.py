@@ -71,11 +71,13 @@ class RelistPLEG:
                 by_uid.setdefault(uid, ([], []))[1].append(container)
         listings = {uid: frozenset((o.id, o.state) for group in objects for o in group)
                     for uid, objects in by_uid.items()}
-        changed = [uid for uid in listings.keys() | self._listings.keys()
-                   if listings.get(uid) != self._listings.get(uid) or uid in forced]
+        relisted = {uid for uid in listings.keys() | self._listings.keys()
+                    if listings.get(uid) != self._listings.get(uid)}
         states: dict[str, PodRuntimeState] = {uid: self.cache.get(uid) for uid in listings}
+        before = dict(states)
         inspected = await asyncio.gather(*(inspect_pod(self.runtime, uid, *by_uid[uid], self.root_dir)
-                                           for uid in changed if uid in by_uid), return_exceptions=True)
+                                           for uid in relisted | forced if uid in by_uid),
+                                         return_exceptions=True)
         for state in inspected:
             if isinstance(state, BaseException):
                 self.cache.fail(state if isinstance(state, errors.CRIError)
@@ -86,7 +88,11 @@ class RelistPLEG:
         self.cache.update(states, began)
         self.last_relist = self.clock()
         metrics.observe_relist(self.last_relist - wall_began, self.last_relist)
-        for uid in changed:
+        # A pod inspected only because a worker asked (its resources updated in place) wakes its
+        # worker only if the inspection shows a change, as the kubelet's ContainerChanged event:
+        # a resize the runtime refused changes nothing, and waking on it would sync, try the
+        # resize again and ask again, a loop as fast as the runtime answers.
+        for uid in relisted | {uid for uid in forced if states.get(uid) != before.get(uid)}:
             self.wake(uid)
         self.relisted.set()
 
