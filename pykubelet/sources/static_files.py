@@ -3,6 +3,10 @@
 Each scan produces the whole set of pods from the directory (the kubelet's SET semantics): a
 removed file removes its pod; a file that stops parsing removes its pod too, and its error is
 logged once until the file changes again.
+
+inotify is read on the event loop as the kernel reports a change (asyncinotify), as the
+kubelet's fsnotify watch does: no polling thread, no settling delay before a new manifest is
+read. The changes that arrive while a scan runs are taken together by the next one.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import json
 import os
 from typing import Callable
 
-import watchfiles
+import asyncinotify
 import yaml
 
 from pykubelet.api.errors import InvalidObject
@@ -26,6 +30,12 @@ from pykubelet.util.log import get_logger
 log = get_logger(__name__)
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+Mask = asyncinotify.Mask
+# A file written (closed after writing: a half-written file is not read), created, renamed in or
+# out, removed, its mode or link target changed; the directory itself removed or renamed.
+CHANGES = (Mask.CLOSE_WRITE | Mask.CREATE | Mask.MOVED_TO | Mask.MOVED_FROM | Mask.DELETE | Mask.ATTRIB
+           | Mask.DELETE_SELF | Mask.MOVE_SELF)
+GONE = Mask.DELETE_SELF | Mask.MOVE_SELF | Mask.IGNORED  # the watch ends: watch the path anew
 
 
 class ManifestError(ValueError):
@@ -132,17 +142,40 @@ class StaticPodSource:
             log.warning("Static pod path does not exist yet; will keep looking", path=self.path)
         while True:
             await self._publish()
+            # A single manifest file is watched through its directory: an editor or an atomic
+            # write replaces the file, and a watch on the file would end with it.
+            watched = self.path if os.path.isdir(self.path) else os.path.dirname(self.path) or "."
             if not os.path.exists(self.path):
                 await asyncio.sleep(self.rescan_seconds)
                 continue
             try:
-                # yield_on_timeout turns the inotify wait into the periodic rescan as well.
-                async for _ in watchfiles.awatch(
-                        self.path, debounce=50, step=20, yield_on_timeout=True,
-                        rust_timeout=int(self.rescan_seconds * 1000), recursive=False):
-                    await self._publish()
-                    if not os.path.exists(self.path):
-                        break
-            except (FileNotFoundError, RuntimeError) as e:
+                with asyncinotify.Inotify(sync_timeout=0) as inotify:
+                    inotify.add_watch(watched, CHANGES)
+                    await self._publish()  # what changed before the watch began
+                    await self._follow(inotify)
+            except OSError as e:  # the path went between the check and the watch; no inotify
                 log.warning("Watching the static pod path failed; rescanning", path=self.path, err=str(e))
                 await asyncio.sleep(min(self.rescan_seconds, 1.0))
+
+    async def _follow(self, inotify: asyncinotify.Inotify) -> None:
+        """Scan on every batch of changes and every rescan_seconds, until the watch ends."""
+        next_event: asyncio.Task[asyncinotify.Event] | None = None
+        try:
+            while True:
+                next_event = next_event or asyncio.ensure_future(inotify.get())
+                await asyncio.wait({next_event}, timeout=self.rescan_seconds)  # or the periodic rescan
+                gone = False
+                if next_event.done():
+                    gone = bool(next_event.result().mask & GONE)
+                    next_event = None
+                    while (queued := inotify.sync_get()) is not None:  # the rest of the batch
+                        gone |= bool(queued.mask & GONE)
+                await self._publish()
+                if gone or not os.path.exists(self.path):
+                    return
+        finally:
+            if next_event is not None:
+                # Its reader leaves the event loop before the descriptor closes (which could be
+                # reused by the next one).
+                next_event.cancel()
+                await asyncio.wait({next_event})

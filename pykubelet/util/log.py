@@ -68,5 +68,5 @@ def setup_logging(verbosity: int) -> None:
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if verbosity >= 4 else logging.INFO)
     # grpc and aiohttp chatter is not ours to show at info level.
-    for noisy in ("asyncio", "aiohttp.access", "watchfiles", "pyroute2", "grpc"):
+    for noisy in ("asyncio", "aiohttp.access", "pyroute2", "grpc"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
