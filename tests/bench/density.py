@@ -1,7 +1,7 @@
 """Density at maxPods: 110 pods at once on one node, pykubelet vs the real kubelet, same run.
 
     python -m tests.bench.density [--pods 110] [--max-pods N] [--idle 60] [--skip-standalone]
-                                  [--probe [--trace]]
+                                  [--runs N] [--probe [--trace]]
 
 For each agent, on the same containerd (both with containerd running the pod network, as in
 tests/bench/cluster_startup.py):
@@ -12,6 +12,10 @@ tests/bench/cluster_startup.py):
   then all deleted, time until all are gone.
 - standalone: 110 static pods written at once; time until every container runs (from CRI).
 
+--runs N: N rounds of the cluster part, alternating which agent goes first (the kubelet in the
+  first), a table per round and one line per round of the ratios at the end. Each round also
+  takes the CPU that containerd with its shims, kube-apiserver and etcd spent during each ramp:
+  where the ramp is the runtime's, containerd's CPU shows it.
 --max-pods: maxPods of both agents (the kubelet's config, pykubelet's --max-pods); default each
   one's own (110), which --pods above 110 needs raised.
 --probe: pykubelet runs under tests/bench/agent_probe.py; with no pods, at the pods and after
@@ -50,6 +54,11 @@ from tests.helpers import wait_for
 from tests.runtime.conftest import BUSYBOX, ENDPOINT, remove_test_pods
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+RUNTIME_SOCKET = ENDPOINT.removeprefix("unix://")
+# The processes whose CPU a ramp is also measured in: the runtime (the one serving ENDPOINT, and
+# every shim it started) and the control plane.
+SHIM = "containerd-shim"
+CONTROL_PLANE = ("kube-apiserver", "etcd")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -67,6 +76,45 @@ def memory_kib(pid: int, key: str) -> int:
     return 0
 
 
+def _comm(pid: str) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:  # gone meanwhile
+        return ""
+
+
+def _listener_of(socket_path: str) -> str | None:
+    """The pid of the process holding the listening unix socket bound to socket_path."""
+    with open("/proc/net/unix") as f:
+        inodes = {f"socket:[{fields[6]}]" for fields in (line.split() for line in f)
+                  if len(fields) > 7 and fields[7] == socket_path}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if any(os.readlink(f"/proc/{pid}/fd/{fd}") in inodes for fd in os.listdir(f"/proc/{pid}/fd")):
+                return pid
+        except OSError:
+            continue
+    return None
+
+
+def others_cpu() -> dict[str, float]:
+    """CPU seconds so far of containerd (the one serving ENDPOINT), all its shims together, and
+    the control plane's processes."""
+    found = {name: 0.0 for name in ("containerd", "shims", *CONTROL_PLANE)}
+    runtime = _listener_of(RUNTIME_SOCKET)
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        comm = _comm(pid)
+        key = ("containerd" if pid == runtime else "shims" if comm.startswith(SHIM)
+               else comm if comm in CONTROL_PLANE else None)
+        if key is not None:
+            try:
+                found[key] += cpu_seconds(int(pid))
+            except (OSError, IndexError):
+                continue
+    return found
+
+
 @dataclass
 class Density:
     all_running_s: float = 0.0
@@ -79,6 +127,7 @@ class Density:
     idle_threads: int = 0
     no_pods_rss_mib: float = 0.0
     all_gone_s: float = 0.0
+    others_ramp_cpu_s: dict[str, float] = field(default_factory=dict)  # containerd, shims, control plane
     probes: dict[str, list[dict]] = field(default_factory=dict)  # moment -> [as it was, after malloc_trim]
 
 
@@ -143,7 +192,7 @@ async def cluster_density(kind: str, kube: KubeClient, cri: CRIClient, args: arg
         if probe_env:
             out.probes["no pods"] = await probe_memory(agent, probe_dir)
         print(f"  {kind}: creating {args.pods} pods at once", flush=True)
-        cpu_before = cpu_seconds(pid)
+        cpu_before, others_before = cpu_seconds(pid), others_cpu()
         created: dict[str, float] = {}
 
         async def create(i: int) -> None:
@@ -170,6 +219,8 @@ async def cluster_density(kind: str, kube: KubeClient, cri: CRIClient, args: arg
         out.all_running_s = max(watcher.running_at.values()) - start
         out.per_pod_s = [watcher.running_at[n] - t for n, t in created.items()]
         out.ramp_cpu_s = cpu_seconds(pid) - cpu_before
+        # The shims started during the ramp: all their CPU is the ramp's.
+        out.others_ramp_cpu_s = {name: spent - others_before[name] for name, spent in others_cpu().items()}
         out.ramp_peak_rss_mib = memory_kib(pid, "VmHWM") / 1024
         print(f"  {kind}: all Running after {out.all_running_s:.1f}s; idling {args.idle}s", flush=True)
         idle_start, idle_cpu = time.perf_counter(), cpu_seconds(pid)
@@ -245,6 +296,8 @@ def table(title: str, results: dict[str, Density], pods: int, idle: bool) -> Non
             ("agent CPU during the ramp (s)", base.ramp_cpu_s, ours.ramp_cpu_s),
             ("agent peak RSS (MiB)", base.ramp_peak_rss_mib, ours.ramp_peak_rss_mib)]
     if idle:
+        rows += [(f"{name} CPU during the ramp (s)", base.others_ramp_cpu_s[name], ours.others_ramp_cpu_s[name])
+                 for name in base.others_ramp_cpu_s]
         rows += [(f"idle CPU at {pods} pods (% of a core)", base.idle_cpu_percent, ours.idle_cpu_percent),
                  (f"RSS at {pods} pods (MiB)", base.idle_rss_mib, ours.idle_rss_mib),
                  (f"  of which anonymous (MiB)", base.idle_anon_mib, ours.idle_anon_mib),
@@ -262,6 +315,7 @@ async def main() -> int:
     parser.add_argument("--max-pods", type=int, default=None, help="maxPods of both agents (default: 110)")
     parser.add_argument("--idle", type=float, default=60.0)
     parser.add_argument("--skip-standalone", action="store_true")
+    parser.add_argument("--runs", type=int, default=1, help="rounds of the cluster part, alternating the order")
     parser.add_argument("--probe", action="store_true", help="pykubelet's memory from inside (agent_probe.py)")
     parser.add_argument("--trace", action="store_true", help="with --probe: tracemalloc in the agent")
     args = parser.parse_args()
@@ -269,27 +323,37 @@ async def main() -> int:
     assets.write_conflist(CNI_CONF_DIR, assets.render("pod-network.conflist", bridge="pkl0",
                                                       pod_cidr=STANDALONE_POD_CIDR, ipam_dir=network_dir))
     kube = await KubeClient.from_kubeconfig(str(ADMIN), qps=1000, burst=1000)
-    cluster: dict[str, Density] = {}
+    rounds: list[tuple[tuple[str, str], dict[str, Density]]] = []
     standalone: dict[str, Density] = {}
     async with CRIClient(ENDPOINT) as cri:
         await remove_test_pods(cri)
-        for kind in ("kubelet", "pykubelet"):
-            workdir = pathlib.Path(tempfile.mkdtemp(prefix=f"pykubelet-density-{kind}-"))
-            try:
-                cluster[kind] = await cluster_density(kind, kube, cri, args, workdir)
-                if not args.skip_standalone:
-                    standalone_dir = workdir / "standalone"
-                    standalone_dir.mkdir()
-                    standalone[kind] = await standalone_density(kind, cri, args, standalone_dir)
-            finally:
-                shutil.rmtree(workdir, ignore_errors=True)
+        for round_ in range(args.runs):
+            order = ("kubelet", "pykubelet") if round_ % 2 == 0 else ("pykubelet", "kubelet")
+            cluster: dict[str, Density] = {}
+            rounds.append((order, cluster))
+            for kind in order:
+                print(f"round {round_ + 1} of {args.runs}: {kind}", flush=True)
+                workdir = pathlib.Path(tempfile.mkdtemp(prefix=f"pykubelet-density-{kind}-"))
+                try:
+                    cluster[kind] = await cluster_density(kind, kube, cri, args, workdir)
+                    if round_ == 0 and not args.skip_standalone:
+                        standalone_dir = workdir / "standalone"
+                        standalone_dir.mkdir()
+                        standalone[kind] = await standalone_density(kind, cri, args, standalone_dir)
+                finally:
+                    shutil.rmtree(workdir, ignore_errors=True)
     await kube.close()
     shutil.rmtree(network_dir, ignore_errors=True)
-    table(f"Density: {args.pods} pods through the API at once", cluster, args.pods, idle=True)
-    if cluster["pykubelet"].probes:
-        show_probes(cluster["pykubelet"].probes, args.pods)
+    for round_, (order, cluster) in enumerate(rounds, 1):
+        table(f"Density: {args.pods} pods through the API at once (round {round_}, {order[0]} first)",
+              cluster, args.pods, idle=True)
+        if cluster["pykubelet"].probes:
+            show_probes(cluster["pykubelet"].probes, args.pods)
     if standalone:
         table(f"Density: {args.pods} static pods at once (standalone)", standalone, args.pods, idle=False)
+    if len(rounds) > 1:
+        print(f"\nall {args.pods} Running, pykubelet / kubelet, per round: " + ", ".join(
+            f"{c['pykubelet'].all_running_s / c['kubelet'].all_running_s:.2f}x ({o[0]} first)" for o, c in rounds))
     return 0
 
 
