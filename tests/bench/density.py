@@ -13,9 +13,9 @@ tests/bench/cluster_startup.py):
 - standalone: 110 static pods written at once; time until every container runs (from CRI).
 
 --runs N: N rounds of the cluster part, alternating which agent goes first (the kubelet in the
-  first), a table per round and one line per round of the ratios at the end. Each round also
-  takes the CPU that containerd with its shims, kube-apiserver and etcd spent during each ramp:
-  where the ramp is the runtime's, containerd's CPU shows it.
+  first), a table per round and one line per round of the ratios at the end.
+Every ramp also takes the CPU that containerd (with the CNI plugins it ran), its shims (with runc),
+kube-apiserver and etcd spent during it: where the ramp is the runtime's, their CPU shows it.
 --max-pods: maxPods of both agents (the kubelet's config, pykubelet's --max-pods); default each
   one's own (110), which --pods above 110 needs raised.
 --probe: pykubelet runs under tests/bench/agent_probe.py; with no pods, at the pods and after

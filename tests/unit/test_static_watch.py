@@ -11,6 +11,7 @@ import pathlib
 
 from pykubelet.api.pod import Pod
 from pykubelet.sources.static_files import StaticPodSource
+from tests.helpers import wait_for
 
 NODE = "node1"
 NEVER = 3600.0  # rescan period: only inotify can deliver the change within the test's deadline
@@ -49,13 +50,8 @@ class Watched:
         return {p.name.rsplit("-", 1)[0]: p.containers[0].image for p in self.sets[-1]} if self.sets else {}
 
     async def until(self, images: dict[str, str], what: str) -> None:
-        async def seen() -> None:
-            while self.images() != images:
-                await asyncio.sleep(0.005)
-        try:
-            await asyncio.wait_for(seen(), 10)
-        except asyncio.TimeoutError:
-            raise AssertionError(f"timed out waiting for {what}: the pods are {self.images()}") from None
+        await wait_for(lambda: self.images() == images, 10, what, interval=0.005,
+                       describe=lambda: f"the pods are {self.images()}")
 
 
 async def test_a_manifest_written_changed_and_removed_reaches_the_pods_at_once(tmp_path):
