@@ -77,17 +77,16 @@ def admitted(peer: str, allow: Sequence[Network]) -> bool:
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Copy one direction; its end is passed on as a half-close, since a client that has sent its
+    whole request (busybox nc does so at once) still waits for the answer coming the other way."""
     try:
         while data := await reader.read(65536):
             writer.write(data)
             await writer.drain()
+        if writer.can_write_eof():
+            writer.write_eof()
     except (ConnectionError, OSError):
-        pass
-    finally:
-        try:
-            writer.close()
-        except OSError:
-            pass
+        writer.transport.abort()  # a broken direction ends the other one too
 
 
 async def relay(sock: socket.socket, to_host: str, to_port: int, allow: Sequence[Network] = ()) -> None:
@@ -101,7 +100,11 @@ async def relay(sock: socket.socket, to_host: str, to_port: int, allow: Sequence
         except OSError:
             writer.close()
             return
-        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+        try:
+            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+        finally:
+            up_writer.close()
+            writer.close()
 
     server = await asyncio.start_server(handle, sock=sock)
     print("ready", flush=True)

@@ -47,13 +47,21 @@ async def test_a_pod_gets_the_apiserver_at_the_kubernetes_services_endpoint(node
     apply(manifest)
     await wait_for(lambda: running_pods(namespace, 1), 60, "the pod Running", describe=node_agent.describe)
 
+    last: list[subprocess.CompletedProcess[str]] = []
+
     def answer() -> str | None:
         # Plain HTTP to the TLS port: Go's HTTPS server (the apiserver) answers that with a 400 of
         # its own words; busybox has no TLS client that can talk to it, and the relay adds nothing.
+        # (nc shuts its sending side once the request is written: the answer comes after that.)
         result = kubectl("exec", "-n", namespace, "client", "--", "sh", "-c",
                          f"printf 'GET /healthz HTTP/1.0\\r\\n\\r\\n' | nc -w 3 {host} {port}", check=False)
+        last[:] = [result]
         return result.stdout or None
-    reply = await wait_for(answer, 30, "an answer from the endpoint to the pod", describe=node_agent.describe)
+
+    def describe() -> str:
+        exec_result = f"--- the last exec: exit {last[0].returncode}, stderr {last[0].stderr!r}\n" if last else ""
+        return exec_result + node_agent.describe()
+    reply = await wait_for(answer, 30, "an answer from the endpoint to the pod", describe=describe)
     assert reply.startswith("HTTP/1.0 400 Bad Request") and "Client sent an HTTP request to an HTTPS server" in reply
 
 
