@@ -44,12 +44,25 @@ class ManifestError(ValueError):
 
 def read_manifest(path: str, node_name: str) -> tuple[Pod, str]:
     """The pod in one file, and a digest of the file's bytes (what changes when the file does)."""
+    data = _read_bytes(path)
+    return parse_manifest(path, data, node_name), _digest(data)
+
+
+def _read_bytes(path: str) -> bytes:
     try:
-        data = yamlfile.read_bytes(path)
+        return yamlfile.read_bytes(path)
     except OSError as e:
         raise ManifestError(f"{path}: cannot read: {e.strerror}") from e
     except yamlfile.TooLarge as e:
         raise ManifestError(f"{path}: cannot read: {e}") from e
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def parse_manifest(path: str, data: bytes, node_name: str) -> Pod:
+    """The pod in the bytes read from path (named in every error)."""
     try:
         # JSON is YAML, but JSON files get JSON's clearer error messages.
         docs = [json.loads(data)] if path.endswith(".json") else yamlfile.load_all(data)
@@ -65,10 +78,9 @@ def read_manifest(path: str, node_name: str) -> tuple[Pod, str]:
         # The kubelet's rule: a static pod runs without the apiserver, so it may not need it.
         raise ManifestError(f"{path}: static pods may not reference {reference[0]} ({reference[1]})")
     try:
-        pod = parse_pod(apply_static_defaults(docs[0], node_name, path), where=path)
+        return parse_pod(apply_static_defaults(docs[0], node_name, path), where=path)
     except InvalidObject as e:
         raise ManifestError(str(e)) from e
-    return pod, hashlib.sha256(data).hexdigest()
 
 
 def list_manifest_files(path: str) -> list[str]:
@@ -99,6 +111,10 @@ class StaticPodSource:
         self.ready = asyncio.Event()
         self._reported: dict[str, str] = {}  # file -> last error logged, so each is logged once
         self._last_fingerprint: frozenset[tuple[str, str]] | None = None
+        # file -> (digest of its bytes, its pod): a file whose bytes did not change is not parsed
+        # again, and keeps its Pod object, so that the workers of unchanged pods are not woken
+        # (the kubelet's file source, too, passes on only the files that changed).
+        self._parsed: dict[str, tuple[str, Pod]] = {}
 
     def scan(self) -> tuple[list[Pod], frozenset[tuple[str, str]]]:
         """Every valid pod in the path, and a fingerprint of what they were read from."""
@@ -106,9 +122,10 @@ class StaticPodSource:
         files: dict[str, str] = {}  # uid -> file it came from
         digests: set[tuple[str, str]] = set()
         errors: dict[str, str] = {}
+        parsed: dict[str, tuple[str, Pod]] = {}
         for file in list_manifest_files(self.path):
             try:
-                pod, digest = read_manifest(file, self.node_name)
+                pod, digest = self._read(file)
             except ManifestError as e:
                 errors[file] = str(e)
                 continue
@@ -118,8 +135,10 @@ class StaticPodSource:
             if pod.uid in pods:
                 errors[file] = f"{file}: the same pod (uid {pod.uid}) as {files[pod.uid]}; ignored"
                 continue
+            parsed[file] = digest, pod
             pods[pod.uid], files[pod.uid] = pod, file
             digests.add((file, digest))
+        self._parsed = parsed  # files gone, or no longer valid, are forgotten
         for file, message in errors.items():
             if self._reported.get(file) != message:
                 log.error("Could not process manifest file", file=file, err=message)
@@ -127,6 +146,15 @@ class StaticPodSource:
             log.info("Manifest file is valid again or gone", file=file)
         self._reported = errors
         return list(pods.values()), frozenset(digests)
+
+    def _read(self, file: str) -> tuple[Pod, str]:
+        """The pod in file and its digest; parsed again only when its bytes changed."""
+        data = _read_bytes(file)
+        digest = _digest(data)
+        known = self._parsed.get(file)
+        if known is not None and known[0] == digest:
+            return known[1], digest
+        return parse_manifest(file, data, self.node_name), digest
 
     async def _publish(self) -> None:
         # Reading and parsing the files happens off the event loop: a large or hostile manifest
