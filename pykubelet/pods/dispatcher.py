@@ -15,6 +15,7 @@ from pykubelet.api.pod_status import PodStatus
 from pykubelet.api.sysctls import SysctlAllowlist
 from pykubelet.kube.events import pod_ref
 from pykubelet.pods.admission import Allocatable, admit
+from pykubelet.pods.pod_update import needs_sync
 from pykubelet.pods.record import Phase, PodRecord, PodRecords
 from pykubelet.pods.worker import PodWorker, WorkerDeps
 from pykubelet.util.log import get_logger
@@ -88,8 +89,11 @@ class PodDispatcher:
                 log.info("Pod added", pod=pod.full_name, uid=pod.uid)
                 self._start_worker(self.records.begin(pod.uid, pod, Phase.SYNCING, "admitted"))
         elif record.phase is Phase.SYNCING and pod is not record.pod:
-            record.pod = pod
-            self.deps.wakeups.wake(pod.uid)
+            previous, record.pod = record.pod, pod
+            if previous is None or needs_sync(previous, pod):
+                self.deps.wakeups.wake(pod.uid)
+            else:  # its status changed (our own write's echo): the status manager keeps the newer copy
+                self.statuses.observe(pod)
 
     def _terminate(self, pod: Pod, record: PodRecord | None, grace: int | None, why: str,
                    was_desired: bool) -> None:

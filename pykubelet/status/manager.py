@@ -123,6 +123,12 @@ class StatusManager:
             self._dirty.add(pod.uid)
             self._wake.set()
 
+    def observe(self, pod: Pod) -> None:
+        """The source's newer copy of a pod whose worker had nothing to do for it: the status the
+        apiserver holds, which reconcile() compares with what this node sent."""
+        if pod.uid in self._pods:
+            self._pods[pod.uid] = pod
+
     def get(self, uid: str) -> Status | None:
         """The pod's status as this node reports it (v1 JSON)."""
         return self._statuses.get(uid)
