@@ -10,8 +10,9 @@ from tests.bed.relay import listener, relay
 
 
 async def upstream_answering_after_eof(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    request = await reader.read()  # until the client's half-close reaches here
-    await asyncio.sleep(0.05)  # an answer that comes after the relay saw that end
+    # Read until the client's half-close reaches here: the relay has seen that end by then, and
+    # the answer comes after it.
+    request = await reader.read()
     writer.write(b"answer to " + request)
     await writer.drain()
     writer.close()
