@@ -9,6 +9,7 @@ from typing import Callable
 from pykubelet.config import Settings
 from pykubelet.kube.events import EventRecorder
 from pykubelet.node.hostinfo import meminfo_bytes
+from pykubelet.node import shutdown_state
 from pykubelet.node.logind import SystemLogind
 from pykubelet.node.shutdown import NodeShutdownManager, PodKiller
 from pykubelet.node.shutdown_plan import grace_periods
@@ -52,4 +53,5 @@ def build_shutdown(s: Settings, recorder: EventRecorder, dispatcher: Callable[[]
                        killed=lambda uid: dispatcher().eviction_done(uid),
                        reported=lambda uid: statuses().reported(uid),
                        retry_reports=lambda: statuses().retry_now())
-    return NodeShutdownManager(periods, SystemLogind(), killer, recorder, s.node_name, on_change)
+    return NodeShutdownManager(periods, SystemLogind(), killer, recorder, s.node_name, on_change,
+                               state_file=shutdown_state.path_in(s.root_dir))

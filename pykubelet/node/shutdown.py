@@ -7,7 +7,8 @@ NotReady ("node is shutting down") and turns new pods away; the pods are killed 
 lowest priority first, each with its group's budget (or its own grace period if shorter) and a
 Failed status saying why, each group waited for at most its budget; then, for what is left of
 the whole budget, until those Failed statuses are in the apiserver; then the lock is released and
-logind goes on. On PrepareForShutdown(false), a cancelled shutdown: the lock is taken again
+logind goes on. When it began and ended is kept in the root directory's
+`graceful_node_shutdown_state` (node/shutdown_state.py), read at the next start for the metrics. On PrepareForShutdown(false), a cancelled shutdown: the lock is taken again
 and the node is Ready again. Without logind (no systemd, no system bus) the node runs without
 graceful shutdown, said once in the log.
 """
@@ -23,8 +24,11 @@ from pykubelet.api.pod import Pod
 from pykubelet.config.node_lifecycle import PriorityGracePeriod
 from pykubelet.kube.events import NORMAL, EventRecorder, node_ref
 from pykubelet.node import shutdown_plan as plan
+from pykubelet.node import shutdown_state
 from pykubelet.node.logind import Logind, LogindError
+from pykubelet.node.shutdown_state import ShutdownRecord, ShutdownStateError
 from pykubelet.util.log import get_logger
+from pykubelet.util.metrics import GRACEFUL_SHUTDOWN_END, GRACEFUL_SHUTDOWN_START
 
 log = get_logger(__name__)
 
@@ -51,7 +55,8 @@ class PodKiller:
 class NodeShutdownManager:
     def __init__(self, periods: list[PriorityGracePeriod], logind: Logind, pods: PodKiller,
                  recorder: EventRecorder, node_name: str, on_change: Callable[[], None] = lambda: None,
-                 clock: Callable[[], float] = time.monotonic, poll: float = POLL_SECONDS):
+                 clock: Callable[[], float] = time.monotonic, poll: float = POLL_SECONDS,
+                 state_file: str | None = None, wall_clock: Callable[[], float] = time.time):
         self.periods = periods
         self.logind = logind
         self.pods = pods
@@ -60,9 +65,12 @@ class NodeShutdownManager:
         self.on_change = on_change  # the node's Ready condition changed: report it now
         self.clock = clock
         self.poll = poll
+        self.state_file = state_file  # None: no record kept (tests of the rest)
+        self.wall_clock = wall_clock
         self.shutting_down = False
         self._lock: int | None = None
         self._watched = False  # a lock was taken once: logind is there
+        self._reported_last = False
 
     def errors(self) -> list[str]:
         """What the node's Ready condition reports of it."""
@@ -89,6 +97,9 @@ class NodeShutdownManager:
         if requested > current:
             await self._raise_inhibit_delay(requested)
         await self._acquire()
+        if not self._reported_last:  # once the watch works, as the kubelet sets them after its start
+            self._reported_last = True
+            await self._report_last_shutdown()
         log.info("Watching the node for shutdown", budget_seconds=requested,
                  groups=",".join(f"{p.priority}:{p.seconds}s" for p in self.periods))
         async for shutting_down in self.logind.shutdown_signals():
@@ -131,12 +142,42 @@ class NodeShutdownManager:
             await self._acquire()
             return
         deadline = self.clock() + plan.period_requested(self.periods)
+        began = self.wall_clock()
         try:
+            await self._record(ShutdownRecord(start=began))
             killed = await self.kill_pods(self.pods.active_pods())
             await self._wait_reported(killed, deadline)
         finally:
-            self._release()
-            log.info("Shutdown manager completed processing shutdown event, node will shutdown shortly")
+            try:
+                await self._record(ShutdownRecord(start=began, end=self.wall_clock()))
+            finally:
+                self._release()
+                log.info("Shutdown manager completed processing shutdown event, node will shutdown shortly")
+
+    async def _record(self, record: ShutdownRecord) -> None:
+        """The metrics, and the file for the next start. (The kubelet's end of a shutdown sets the
+        start gauge to the end time; the end gauge is the one meant, and its own restart agrees.)"""
+        GRACEFUL_SHUTDOWN_START.set(int(record.start or 0))
+        GRACEFUL_SHUTDOWN_END.set(int(record.end or 0))
+        if self.state_file is None:
+            return
+        try:
+            await asyncio.to_thread(shutdown_state.store, self.state_file, record)
+        except OSError as e:  # a full or read-only disk: the shutdown goes on without its record
+            log.error("Failed to store graceful shutdown state", file=self.state_file, err=str(e))
+
+    async def _report_last_shutdown(self) -> None:
+        if self.state_file is None:
+            return
+        try:
+            record = await asyncio.to_thread(shutdown_state.load, self.state_file)
+        except (OSError, ShutdownStateError) as e:
+            log.error("Failed to load graceful shutdown state", file=self.state_file, err=str(e))
+            return
+        if record.start is not None:
+            GRACEFUL_SHUTDOWN_START.set(int(record.start))
+        if record.end is not None:
+            GRACEFUL_SHUTDOWN_END.set(int(record.end))
 
     async def kill_pods(self, pods: list[Pod]) -> list[Pod]:
         """Kill `pods` group by group; the pods a kill was started for."""

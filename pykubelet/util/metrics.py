@@ -49,6 +49,12 @@ PLEG_RELIST_DURATION = Histogram("kubelet_pleg_relist_duration_seconds",
 PLEG_LAST_SEEN = Gauge("kubelet_pleg_last_seen_seconds",
                        "Timestamp in seconds when PLEG was last seen active.", registry=REGISTRY)
 
+# Whole seconds, as the kubelet sets them; 0 until a shutdown is on record (node/shutdown_state.py)
+GRACEFUL_SHUTDOWN_START = Gauge("kubelet_graceful_shutdown_start_time_seconds",
+                                "Last graceful shutdown start time since unix epoch in seconds", registry=REGISTRY)
+GRACEFUL_SHUTDOWN_END = Gauge("kubelet_graceful_shutdown_end_time_seconds",
+                              "Last graceful shutdown end time since unix epoch in seconds", registry=REGISTRY)
+
 POD_WORKER_DURATION = Histogram("kubelet_pod_worker_duration_seconds",
                                 "Duration in seconds to sync a single pod. Broken down by operation type: "
                                 "create, update, or sync", ["operation_type"], registry=REGISTRY)

@@ -1,10 +1,12 @@
 """Graceful node shutdown with a fake logind and a fake pod path: the kubelet's groups and
 budgets, regular pods before critical ones, the status words, the lock released after and taken
-again on a cancelled shutdown, logind's InhibitDelayMaxSec raised, and no logind at all."""
+again on a cancelled shutdown, logind's InhibitDelayMaxSec raised, no logind at all, and the record
+of the last shutdown (its file and metrics) across a restart."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 
 import pytest
@@ -13,8 +15,10 @@ from pykubelet.api.pod import parse_pod
 from pykubelet.config.node_lifecycle import PriorityGracePeriod, ShutdownSettings
 from pykubelet.node import shutdown_plan as plan
 from pykubelet.node.logind import LogindError, drop_in_text
-from pykubelet.node import shutdown
+from pykubelet.node import shutdown, shutdown_state
 from pykubelet.node.shutdown import NodeShutdownManager, PodKiller
+from pykubelet.node.shutdown_state import ShutdownRecord, ShutdownStateError
+from pykubelet.util.metrics import GRACEFUL_SHUTDOWN_END, GRACEFUL_SHUTDOWN_START
 from pykubelet.node.status import NodeHealth
 from tests.helpers import wait_for
 from tests.fakes.clock import ManualClock
@@ -116,11 +120,12 @@ class Recorder:
         self.events.append((ref["name"], kind, reason, message))
 
 
-def manager(logind: FakeLogind, pods: FakePods, clock: ManualClock, periods=None, changes=None):
+def manager(logind: FakeLogind, pods: FakePods, clock: ManualClock, periods=None, changes=None, state_file=None):
     periods = periods or plan.grace_periods(ShutdownSettings(grace_period=20, grace_period_critical_pods=10))
     return NodeShutdownManager(periods, logind, pods.killer(logind.log), Recorder(), "node-1",
                                on_change=lambda: (changes if changes is not None else []).append(1),
-                               clock=clock, poll=0)
+                               clock=clock, poll=0, state_file=state_file,
+                               wall_clock=lambda: 1_800_000_000 + clock.now)
 
 
 @pytest.fixture(autouse=True)
@@ -272,3 +277,60 @@ def test_a_node_shutting_down_turns_new_pods_away_in_the_kubelets_words():
     assert admit(pod("late"), [], "node-1", room) is None
     assert admit(pod("late"), [], "node-1", room, shutting_down=True) == Rejection(
         "NodeShutdown", "Pod was rejected as the node is shutting down.")
+
+
+def gauges() -> tuple[float, float]:
+    return GRACEFUL_SHUTDOWN_START._value.get(), GRACEFUL_SHUTDOWN_END._value.get()
+
+
+async def test_the_last_shutdowns_start_and_end_are_kept_on_disk_and_reported_after_the_restart(tmp_path):
+    state = str(tmp_path / "graceful_node_shutdown_state")
+    GRACEFUL_SHUTDOWN_START.set(0)
+    GRACEFUL_SHUTDOWN_END.set(0)
+    clock = ManualClock(0.0)
+    logind = FakeLogind()
+    pods = FakePods([pod("web")], clock, takes={"web": 3})
+    task = await started(logind, manager(logind, pods, clock, state_file=state))
+    assert gauges() == (0, 0)  # no shutdown on record yet
+    await shut_down(logind)
+    task.cancel()
+    record = shutdown_state.load(state)
+    assert record.start == 1_800_000_000 and 1_800_000_003 <= record.end <= 1_800_000_004
+    assert gauges() == (1_800_000_000, int(record.end))
+    # the file as the kubelet writes it: Go's RFC 3339 times under its two keys
+    assert set(json.loads(open(state).read())) == {"startTime", "endTime"}
+
+    # after the reboot, a new agent's metrics say when the last shutdown ran and that it ended
+    GRACEFUL_SHUTDOWN_START.set(0)
+    GRACEFUL_SHUTDOWN_END.set(0)
+    logind = FakeLogind()
+    task = await started(logind, manager(logind, FakePods([], clock), clock, state_file=state))
+    assert gauges() == (1_800_000_000, int(record.end))
+    task.cancel()
+
+
+async def test_a_machine_gone_before_the_end_leaves_a_start_with_no_end_and_a_bad_file_is_only_logged(
+        tmp_path, caplog):
+    state = str(tmp_path / "graceful_node_shutdown_state")
+    # as the kubelet leaves it when the machine went mid-shutdown: nine digits, its zone, Go's zero end
+    with open(state, "w") as f:
+        f.write('{"startTime":"2026-12-07T18:00:00.123456789+01:00","endTime":"0001-01-01T00:00:00Z"}')
+    assert shutdown_state.load(state) == ShutdownRecord(start=1_796_662_800.123456, end=None)
+    GRACEFUL_SHUTDOWN_START.set(0)
+    GRACEFUL_SHUTDOWN_END.set(0)
+    clock = ManualClock(0.0)
+    logind = FakeLogind()
+    task = await started(logind, manager(logind, FakePods([], clock), clock, state_file=state))
+    assert gauges() == (1_796_662_800, 0)
+    task.cancel()
+
+    with open(state, "w") as f:
+        f.write('{"startTime": "yesterday"}')
+    with pytest.raises(ShutdownStateError, match=r"graceful_node_shutdown_state: startTime is not an RFC 3339"):
+        shutdown_state.load(state)
+    logind = FakeLogind()
+    with caplog.at_level(logging.ERROR):
+        task = await started(logind, manager(logind, FakePods([], clock), clock, state_file=state))
+    assert any("Failed to load graceful shutdown state" in r.getMessage() for r in caplog.records)
+    assert logind.held  # the watch goes on
+    task.cancel()

@@ -3,8 +3,8 @@ vagrant/provision/node.sh, pykubelet under kubelet.service running two static po
 and a system-node-critical one) with shutdownGracePeriod 20s, shutdownGracePeriodCriticalPods 10s.
 `systemctl poweroff` in the VM; logind waits on the agent's delay lock while it stops the regular
 pod, then the critical one, each within its 10 s, and then lets the machine go. The VM is booted
-again from the same disk and the previous boot's journal (persistent) and the pods' log files
-tell what happened. Then swap on that machine: failSwapOn (the default) stops the agent with
+again from the same disk and the previous boot's journal (persistent), the pods' log files and
+the agent's graceful_node_shutdown_state tell what happened. Then swap on that machine: failSwapOn (the default) stops the agent with
 the kubelet's error; with failSwapOn: false the containers get memory.swap.max 0 (NoSwap).
 
 The agent runs standalone (no kubeadm init: it would cost minutes under emulation and add
@@ -23,6 +23,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from pykubelet.node import shutdown_state
 from tests.helpers import wait_for
 from tests.vm.conftest import boot, journal, provision
 from tests.vm.machine import Machine
@@ -141,6 +142,11 @@ async def test_poweroff_waits_for_regular_then_critical_pods_each_within_its_bud
     logs = node.ssh("cat /var/log/pods/kube-system_regular-*/main/*.log /var/log/pods/kube-system_critical-*/main/"
                     "*.log").stdout
     assert logs.count("got TERM") == 2, logs
+    # the shutdown's record, as the kubelet keeps it for the next start's metrics: its start and end
+    record = shutdown_state.decode(node.ssh(f"cat /var/lib/kubelet/{shutdown_state.FILE}").stdout.encode(),
+                                   shutdown_state.FILE)
+    assert record.start is not None and record.end is not None, record
+    assert abs(record.start - began) <= SLACK and abs(record.end - released) <= SLACK, (record, began, released)
 
 
 def container_ids(machine: Machine) -> list[str]:
