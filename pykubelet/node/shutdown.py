@@ -7,9 +7,10 @@ NotReady ("node is shutting down") and turns new pods away; the pods are killed 
 lowest priority first, each with its group's budget (or its own grace period if shorter) and a
 Failed status saying why, each group waited for at most its budget; then, for what is left of
 the whole budget, until those Failed statuses are in the apiserver; then the lock is released and
-logind goes on. When it began and ended is kept in the root directory's
-`graceful_node_shutdown_state` (node/shutdown_state.py), read at the next start for the metrics. On PrepareForShutdown(false), a cancelled shutdown: the lock is taken again
-and the node is Ready again. Without logind (no systemd, no system bus) the node runs without
+logind goes on. When the shutdown began and ended is kept in the root directory's
+`graceful_node_shutdown_state` (node/shutdown_state.py), read at the next start for the metrics.
+On PrepareForShutdown(false), a cancelled shutdown: the lock is taken again and the node is Ready
+again. Without logind (no systemd, no system bus) the node runs without
 graceful shutdown, said once in the log.
 """
 
