@@ -222,7 +222,10 @@ class StatusManager:
             return
         self._sent[uid] = status
         self._sent_version[uid] = _version(written if isinstance(written, dict) else None)
-        self._dirty.discard(uid)
+        # A newer status set while this one was on its way (the worker's Running after the
+        # Pending being written) is still to be written: the kubelet's versioned statuses.
+        if self._statuses.get(uid) == status:
+            self._dirty.discard(uid)
 
     async def _delete(self, pod: Pod) -> None:
         assert self.kube is not None

@@ -115,3 +115,51 @@ async def test_a_pod_is_reported_once_its_final_status_is_written_to_the_apiserv
     await statuses._write_status(pod.uid)
     assert statuses.reported(pod.uid) and kube.patches()[-1]["status"]["phase"] == "Failed"
     assert StatusManager().reported(pod.uid)  # no apiserver: nothing to wait for
+
+
+async def test_a_status_set_while_the_previous_one_is_being_written_is_written_too():
+    """The worker's Running can come while the apiserver is still taking its Pending: the write
+    that ends must not take the newer status's turn (the pod would stay Pending in the API until
+    its next sync, a minute later; a node shutting down would take its Failed as written)."""
+    import asyncio
+
+    from pykubelet.kube.paths import pod_path
+    from tests.fakes.kube import FakeKube
+    from tests.helpers import wait_for
+
+    class SlowKube(FakeKube):
+        def __init__(self):
+            super().__init__()
+            self.in_flight, self.go_on = asyncio.Event(), asyncio.Event()
+
+        async def patch(self, path, body, *args, **kwargs):
+            self.in_flight.set()
+            await self.go_on.wait()
+            return await super().patch(path, body, *args, **kwargs)
+
+    kube = SlowKube()
+    raw = listed_pod({"waiting": {"reason": "ContainerCreating"}})
+    raw["status"]["phase"] = "Pending"
+    kube.objects[pod_path("shop", "web")] = copy.deepcopy(raw)
+    statuses = StatusManager(kube)
+    pod = parse_pod(raw, where="t")
+    writer = asyncio.create_task(statuses.run())
+    try:
+        statuses.set(pod, PodStatus(phase="Pending", reason="first"))
+        await asyncio.wait_for(kube.in_flight.wait(), 5)
+        statuses.set(pod, PodStatus(phase="Running"))  # while the first write is on its way
+        kube.go_on.set()
+        await wait_for(lambda: kube.objects[pod_path("shop", "web")]["status"]["phase"] == "Running", 5,
+                       f"the newer status written: {[p['status']['phase'] for p in kube.patches()]}")
+
+        # the same race at a shutdown: a Failed set while Running is on its way is not "reported"
+        kube.in_flight.clear()
+        kube.go_on.clear()
+        statuses.set(pod, PodStatus(phase="Running", reason="again"))
+        await asyncio.wait_for(kube.in_flight.wait(), 5)
+        statuses.set(pod, PodStatus(phase="Failed", reason="Terminated"))
+        kube.go_on.set()
+        await wait_for(lambda: statuses.reported(pod.uid), 5, "the Failed status written")
+        assert kube.objects[pod_path("shop", "web")]["status"]["phase"] == "Failed"
+    finally:
+        writer.cancel()
