@@ -49,6 +49,8 @@ class HostInfo:
     kernel_version: str
     os_image: str
     architecture: str
+    swap_bytes: int = 0
+    """SwapTotal when the agent started (the kubelet's machine info is read once, too)."""
 
 
 def read_host_info(root_dir: str) -> HostInfo:
@@ -65,4 +67,5 @@ def read_host_info(root_dir: str) -> HostInfo:
         kernel_version=platform.release(),
         os_image=os_image(),
         architecture=go_arch(),
+        swap_bytes=meminfo_bytes("SwapTotal"),
     )

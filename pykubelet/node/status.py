@@ -108,11 +108,15 @@ def allocatable_memory_bytes(info: HostInfo, thresholds: dict[str, Threshold]) -
     return max(info.memory_bytes - _reserved(thresholds.get("memory.available"), info.memory_bytes), 0)
 
 
-def node_info(info: HostInfo, runtime_version: str, kubelet_version: str) -> dict[str, str]:
-    return {"machineID": info.machine_id, "systemUUID": info.system_uuid, "bootID": info.boot_id,
-            "kernelVersion": info.kernel_version, "osImage": info.os_image,
-            "containerRuntimeVersion": runtime_version, "kubeletVersion": kubelet_version,
-            "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": info.architecture}
+def node_info(info: HostInfo, runtime_version: str, kubelet_version: str) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "machineID": info.machine_id, "systemUUID": info.system_uuid, "bootID": info.boot_id,
+        "kernelVersion": info.kernel_version, "osImage": info.os_image,
+        "containerRuntimeVersion": runtime_version, "kubeletVersion": kubelet_version,
+        "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": info.architecture}
+    if info.swap_bytes > 0:  # the kubelet's NodeSwap (GA, locked on): only a node with swap says so
+        out["swap"] = {"capacity": info.swap_bytes}
+    return out
 
 
 def addresses(node_ip: str, hostname: str) -> list[dict[str, str]]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from pykubelet.api.eviction import Threshold, parse_thresholds
@@ -201,6 +203,9 @@ def test_node_info_reports_the_host_and_versions():
         "osImage": "Debian GNU/Linux 12", "containerRuntimeVersion": "containerd://1.7.13",
         "kubeletVersion": "v1.30.0-pykubelet", "kubeProxyVersion": "", "operatingSystem": "linux",
         "architecture": "amd64"}
+    # a node with swap reports how much, as the kubelet's NodeSwap does; one without says nothing
+    with_swap = dataclasses.replace(host(), swap_bytes=512 * 2**20)
+    assert node_info(with_swap, "containerd://1.7.13", "v1")["swap"] == {"capacity": 536870912}
 
 
 def test_only_runtime_ready_and_network_ready_count_and_a_missing_one_is_not_ready():
