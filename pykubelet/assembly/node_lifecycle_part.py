@@ -8,8 +8,8 @@ from typing import Callable
 
 from pykubelet.config import Settings
 from pykubelet.kube.events import EventRecorder
-from pykubelet.node.hostinfo import meminfo_bytes
 from pykubelet.node import shutdown_state
+from pykubelet.node.hostinfo import meminfo_bytes
 from pykubelet.node.logind import SystemLogind
 from pykubelet.node.shutdown import NodeShutdownManager, PodKiller
 from pykubelet.node.shutdown_plan import grace_periods

@@ -10,8 +10,8 @@ the whole budget, until those Failed statuses are in the apiserver; then the loc
 logind goes on. When the shutdown began and ended is kept in the root directory's
 `graceful_node_shutdown_state` (node/shutdown_state.py), read at the next start for the metrics.
 On PrepareForShutdown(false), a cancelled shutdown: the lock is taken again and the node is Ready
-again. Without logind (no systemd, no system bus) the node runs without
-graceful shutdown, said once in the log.
+again. Without logind (no systemd, no system bus) the node runs without graceful shutdown, said
+once in the log.
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ from typing import Callable
 from pykubelet.api.pod import Pod
 from pykubelet.config.node_lifecycle import PriorityGracePeriod
 from pykubelet.kube.events import NORMAL, EventRecorder, node_ref
-from pykubelet.node import shutdown_plan as plan
-from pykubelet.node import shutdown_state
+from pykubelet.node import shutdown_plan as plan, shutdown_state
 from pykubelet.node.logind import Logind, LogindError
 from pykubelet.node.shutdown_state import ShutdownRecord, ShutdownStateError
 from pykubelet.util.log import get_logger
@@ -51,6 +50,14 @@ class PodKiller:
     """The pod's final status is in the apiserver (always, without one)."""
     retry_reports: Callable[[], None] = lambda: None
     """Retry the status writes that failed now, not at the next resync."""
+
+
+def _show(record: ShutdownRecord) -> None:
+    """The record in the metrics, whole seconds, 0 for a time not on record. (The kubelet's end of
+    a shutdown sets the start gauge to the end time; the end gauge is the one meant, and its own
+    restart agrees.)"""
+    GRACEFUL_SHUTDOWN_START.set(int(record.start or 0))
+    GRACEFUL_SHUTDOWN_END.set(int(record.end or 0))
 
 
 class NodeShutdownManager:
@@ -156,10 +163,8 @@ class NodeShutdownManager:
                 log.info("Shutdown manager completed processing shutdown event, node will shutdown shortly")
 
     async def _record(self, record: ShutdownRecord) -> None:
-        """The metrics, and the file for the next start. (The kubelet's end of a shutdown sets the
-        start gauge to the end time; the end gauge is the one meant, and its own restart agrees.)"""
-        GRACEFUL_SHUTDOWN_START.set(int(record.start or 0))
-        GRACEFUL_SHUTDOWN_END.set(int(record.end or 0))
+        """The metrics, and the file for the next start."""
+        _show(record)
         if self.state_file is None:
             return
         try:
@@ -175,10 +180,7 @@ class NodeShutdownManager:
         except (OSError, ShutdownStateError) as e:
             log.error("Failed to load graceful shutdown state", file=self.state_file, err=str(e))
             return
-        if record.start is not None:
-            GRACEFUL_SHUTDOWN_START.set(int(record.start))
-        if record.end is not None:
-            GRACEFUL_SHUTDOWN_END.set(int(record.end))
+        _show(record)
 
     async def kill_pods(self, pods: list[Pod]) -> list[Pod]:
         """Kill `pods` group by group; the pods a kill was started for."""

@@ -4,8 +4,9 @@ and a system-node-critical one) with shutdownGracePeriod 20s, shutdownGracePerio
 `systemctl poweroff` in the VM; logind waits on the agent's delay lock while it stops the regular
 pod, then the critical one, each within its 10 s, and then lets the machine go. The VM is booted
 again from the same disk and the previous boot's journal (persistent), the pods' log files and
-the agent's graceful_node_shutdown_state tell what happened. Then swap on that machine: failSwapOn (the default) stops the agent with
-the kubelet's error; with failSwapOn: false the containers get memory.swap.max 0 (NoSwap).
+the agent's graceful_node_shutdown_state tell what happened. Then swap on that machine:
+failSwapOn (the default) stops the agent with the kubelet's error; with failSwapOn: false the
+containers get memory.swap.max 0 (NoSwap).
 
 The agent runs standalone (no kubeadm init: it would cost minutes under emulation and add
 nothing here), so the story is read from the journal, not from the apiserver.
