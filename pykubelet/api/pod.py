@@ -144,6 +144,13 @@ class Pod:
         return status.get("phase", "") if isinstance(status, dict) else ""
 
     @property
+    def generation(self) -> int:
+        """metadata.generation: the apiserver's count of spec changes (0 for a pod it never had, a
+        static pod's). The node reports the one it last acted on as status.observedGeneration."""
+        value = (self.raw.get("metadata") or {}).get("generation")
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+    @property
     def full_name(self) -> str:
         """namespace/name, how the kubelet names a pod in its logs."""
         return f"{self.namespace}/{self.name}"

@@ -113,7 +113,7 @@ class PodCondition:
     reason: str = ""
     message: str = ""
     observed_generation: int | None = None
-    """The pod generation it speaks of (the resize conditions carry one)."""
+    """The pod generation it speaks of (every condition this node writes carries one)."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.type, "status": "True" if self.status else "False",
@@ -164,6 +164,8 @@ class PodStatus:
     reason: str = ""
     """With `message`: why this node failed the pod for good (admission, its active deadline)."""
     message: str = ""
+    observed_generation: int = 0
+    """The pod's metadata.generation this status was made for (0: none, not reported)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The v1 PodStatus JSON. `containerStatuses` is always there (a list, maybe empty):
@@ -190,6 +192,8 @@ class PodStatus:
             out["reason"] = self.reason
         if self.message:
             out["message"] = self.message
+        if self.observed_generation:
+            out["observedGeneration"] = self.observed_generation
         return out
 
 

@@ -138,7 +138,8 @@ class PodDispatcher:
         message = f"Pod was rejected: {rejection.message}"
         log.warning("Pod rejected at admission", pod=pod.full_name, reason=rejection.reason, message=message)
         self.records.begin(pod.uid, pod, Phase.REJECTED, rejection.reason)
-        self.statuses.set(pod, PodStatus(phase="Failed", reason=rejection.reason, message=message))
+        self.statuses.set(pod, PodStatus(phase="Failed", reason=rejection.reason, message=message,
+                                         observed_generation=pod.generation))
         self.deps.recorder.record(pod_ref(pod.namespace, pod.name, pod.uid), "Warning", rejection.reason, message)
         self.deps.history.rejected(pod, rejection.reason, message)
         return False

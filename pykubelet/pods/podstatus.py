@@ -115,7 +115,8 @@ def _conditions(pod: Pod, state: PodRuntimeState, status: PodStatus, start_time:
 
     def stamped(kind: str, outcome: conditions.Outcome) -> PodCondition:
         when = (outcome.true and adopted.get(kind)) or now or start_time
-        return PodCondition(kind, outcome.true, rfc3339(when) or "", outcome.reason, outcome.message)
+        return PodCondition(kind, outcome.true, rfc3339(when) or "", outcome.reason, outcome.message,
+                            status.observed_generation or None)
 
     sandbox = state.sandbox
     inits, apps = status.init_container_statuses, status.container_statuses
@@ -164,7 +165,8 @@ def pod_status(pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, s
                        init_container_statuses=statuses(pod.init_containers),
                        ephemeral_container_statuses=statuses(pod.ephemeral_containers),
                        host_ip=host_ip, pod_ip=state.pod_ip(pod.host_network, host_ip),
-                       start_time=rfc3339(start_time) or "", qos_class=qos_class(pod))
+                       start_time=rfc3339(start_time) or "", qos_class=qos_class(pod),
+                       observed_generation=pod.generation)
     for ephemeral in status.ephemeral_container_statuses:
         ephemeral.started = None  # no probes to say so: not reported (the kubelet's)
     _report_resources(pod, state, status)
@@ -185,5 +187,6 @@ def pod_status(pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, s
     status.conditions = _conditions(pod, state, status, start_time, now)
     if evicted is not None and disrupted:
         status.conditions = [c for c in status.conditions if c.type != DISRUPTION_TARGET] + [PodCondition(
-            DISRUPTION_TARGET, True, rfc3339(now or start_time) or "", "TerminationByKubelet", evicted[1])]
+            DISRUPTION_TARGET, True, rfc3339(now or start_time) or "", "TerminationByKubelet", evicted[1],
+            status.observed_generation or None)]
     return status

@@ -224,8 +224,3 @@ def event_message(prefix: str, pod: Pod, generation: int, error: str = "") -> st
     if error:
         summary["error"] = error
     return f"{prefix}: {json.dumps(summary, separators=(',', ':'))}"
-
-
-def generation_of(pod: Pod) -> int:
-    value = (pod.raw.get("metadata") or {}).get("generation")
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0

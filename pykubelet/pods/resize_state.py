@@ -124,7 +124,7 @@ class ResizeState:
         if all(resize.numeric(desired.get(n, {})) == resize.numeric(a) for n, a in allocated.items()):
             conditions.pending = None
             return resize.with_allocation(pod, allocated), events
-        generation = resize.generation_of(pod)
+        generation = pod.generation
         others = [p for other, p in self.pods.items() if other != uid]
         pending = resize.admit_resize(pod, others, self.allocatable)
         if pending is None:

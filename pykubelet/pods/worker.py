@@ -152,7 +152,7 @@ class PodWorker:
         """PodResizeInProgress: an Error while a resize fails; cleared (ResizeCompleted) once
         every running container runs with its allocated resources."""
         resize_state = self.deps.syncer.parts.resize_state
-        generation = resize.generation_of(pod)
+        generation = pod.generation
         if error:
             resize_state.resize_error(self.uid, error, generation)
             self.deps.recorder.record(pod_ref(pod.namespace, pod.name, pod.uid), WARNING, "ResizeError",

@@ -10,7 +10,7 @@ from datetime import datetime
 
 import pytest
 
-from pykubelet.api.pod import parse_pod
+from pykubelet.api.pod import Pod, parse_pod
 from tests.fakes.kube import FakeKube
 from tests.fakes.runtime import FakeRuntime
 from tests.unit.core.harness import EPOCH, Core, clock, pod, until
@@ -251,5 +251,53 @@ async def test_a_ready_condition_another_writer_overwrote_is_written_again(tmp_p
         overwritten_at = asyncio.get_running_loop().time()
         restored_at = await until(lambda: ready_in_api() == "True", what="Ready written again")
         assert restored_at - overwritten_at <= 11  # within one status resync period
+    finally:
+        await node.stop()
+
+
+def generation(number: int, **spec) -> Pod:
+    """The pod as the apiserver sends it after `number` spec changes."""
+    raw = pod(**spec).raw
+    raw["metadata"]["generation"] = number
+    return parse_pod(raw, "test")
+
+
+KUBELETS_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
+
+
+async def test_the_status_and_each_condition_name_the_generation_of_the_spec_they_were_made_for(tmp_path):
+    """The kubelet's observedGeneration: what `kubectl wait` and controllers read to know the node
+    has acted on a spec change (tolerations, activeDeadlineSeconds); a change that restarts or
+    flips nothing still moves it, and leaves each condition's transition time as it was."""
+    runtime, kube = FakeRuntime(clock), FakeKube()
+    kube.objects[PATH] = copy.deepcopy(generation(1).raw)
+    node = Core(runtime, tmp_path, kube).start()
+    try:
+        node.dispatcher.set_pods([generation(1)])
+        await until(lambda: kube.objects[PATH].get("status", {}).get("phase") == "Running")
+        written = kube.objects[PATH]["status"]
+        assert written["observedGeneration"] == 1
+        assert {c["type"]: c.get("observedGeneration") for c in written["conditions"]} == \
+            dict.fromkeys(KUBELETS_CONDITIONS, 1)
+        before = {c["type"]: c["lastTransitionTime"] for c in written["conditions"]}
+        await asyncio.sleep(5)
+        node.dispatcher.set_pods([generation(2, activeDeadlineSeconds=5000)])
+        await until(lambda: kube.objects[PATH]["status"].get("observedGeneration") == 2, what="generation 2 observed")
+        written = kube.objects[PATH]["status"]
+        assert {c["type"]: c.get("observedGeneration") for c in written["conditions"]} == \
+            dict.fromkeys(KUBELETS_CONDITIONS, 2)
+        assert {c["type"]: c["lastTransitionTime"] for c in written["conditions"]} == before
+        assert len(runtime.started("app")) == 1
+    finally:
+        await node.stop()
+
+
+async def test_a_pod_the_apiserver_never_numbered_reports_no_generation(tmp_path):
+    node = Core(FakeRuntime(clock), tmp_path).start()
+    try:
+        node.dispatcher.set_pods([pod()])  # a static pod's manifest has no metadata.generation
+        await until(lambda: node.status().get("phase") == "Running")
+        assert "observedGeneration" not in node.status()
+        assert not [c for c in node.status()["conditions"] if "observedGeneration" in c]
     finally:
         await node.stop()
