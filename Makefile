@@ -58,7 +58,7 @@ vm-setup: ## qemu, mmdebstrap, Vagrant's insecure key and the Debian 12 image, f
 	bash tests/bed/vm-setup.sh
 	bash tests/bed/vm_image.sh >/dev/null  # built here, not silently inside pytest (cached)
 
-test: setup control-plane e2e registry addons containerd2 vm-setup vagrant-box kind ## unit + runtime, cluster, multi-node, kubeadm (with the add-ons), Service, kind, one-VM (through Vagrant) and a part of the conformance tests against the real containerd and control plane; a sample of the runtime, cluster and conformance tests against containerd 2.x
+test: setup control-plane e2e registry addons containerd2 vm-setup vagrant-box kind ## unit + runtime, cluster, multi-node, kubeadm (with the add-ons and a sample of the [Conformance] specs across nodes), Service, kind, one-VM (through Vagrant) and a part of the conformance tests against the real containerd and control plane; a sample of the runtime, cluster and conformance tests against containerd 2.x
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-containerd2: setup containerd2 ## the runtime tier against containerd 2.x: a containerd of its own (tests/bed/with-containerd2.sh), stopped afterwards

@@ -76,10 +76,7 @@ class Cluster:
         return WORK / "admin.conf"
 
     def target(self) -> suite.Target:
-        """e2e.test from inside the control plane's network namespace, as the cluster's admin."""
-        return suite.Target(kubeconfig=self.admin,
-                            prefix=("nsenter", f"--net=/var/run/netns/{self.control_plane.name}", "--"),
-                            extra_args=(f"--kubectl-path={K8S_BIN / 'kubectl'}",))
+        return suite_target(self.control_plane, self.admin)
 
     def lost_private_dirs(self) -> list[str]:
         """The nodes' own /run dirs (flannel's subnet.env) that are no longer theirs: a tier that
@@ -149,6 +146,14 @@ class Cluster:
         lan_down(LAN)
         remove_kubelet_cgroup_root()
         shutil.rmtree(WORK, ignore_errors=True)
+
+
+def suite_target(control_plane: KubeadmNode, admin: Path) -> suite.Target:
+    """e2e.test from inside the control-plane node's network namespace (the apiserver, the nodes and,
+    through flannel, every pod are routed there), as the cluster's admin (kubeadm's admin.conf, at
+    `admin` on the machine)."""
+    return suite.Target(kubeconfig=admin, prefix=("nsenter", f"--net=/var/run/netns/{control_plane.name}", "--"),
+                        extra_args=(f"--kubectl-path={K8S_BIN / 'kubectl'}",))
 
 
 def node_for(kind: str, name: str, index: int) -> KubeadmNode:

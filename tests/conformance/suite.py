@@ -129,6 +129,15 @@ def _first_line(message: str) -> str:
     return message.strip()[:300]
 
 
+def problems(results: list[Result], specs: tuple[str, ...]) -> list[str]:
+    """What keeps a fixed selection from passing: each spec that did not pass (with e2e.test's
+    reason) and each named spec the run did not hold (a renamed spec must not pass by vanishing)."""
+    ran = {r.name for r in results}
+    never_ran = [spec for spec in specs if not any(name.startswith(spec) for name in ran)]
+    return [f"{r.status}: {r.one_line}" for r in results if r.status != "passed"] + \
+        [f"not selected: {spec}" for spec in never_ran]
+
+
 def summary(results: list[Result], reference: list[Result] | None = None, reference_name: str = "") -> str:
     """passed/failed/skipped, one line per failure (and per skip, with its reason), and when a
     reference run is given, every spec whose outcome differs from it."""

@@ -103,9 +103,6 @@ def test_a_representative_part_of_node_conformance_passes_on_pykubelet_with_cont
 def _all_pass(specs: tuple[str, ...], results_name: str) -> None:
     focus = "|".join(re.escape(spec) for spec in specs)
     results = conformance("pykubelet", focus, suite.SKIP, PROCS, RESULTS / results_name, TIMEOUT)
-    ran = {r.name for r in results}
-    never_ran = [spec for spec in specs if not any(name.startswith(spec) for name in ran)]
-    not_passed = [r for r in results if r.status != "passed"]
-    problems = [f"{r.status}: {r.one_line}" for r in not_passed] + [f"not selected: {s}" for s in never_ran]
+    problems = suite.problems(results, specs)
     assert not problems, (f"{len(problems)} of {len(specs)} [NodeConformance] specs did not pass on pykubelet "
                           f"(JUnit, logs: {RESULTS / results_name}):\n" + "\n".join(problems))

@@ -12,12 +12,14 @@ which kubeadm refuses for a kubelet of v1.35 and later).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -267,11 +269,11 @@ def control_plane(tmp_path_factory):
         lan_down()
 
 
-@pytest.fixture(scope="package")
-def worker(control_plane):
-    """kubeadm join of node pkl-kadm-w1 (TLS bootstrap with the init's token), until Ready (flannel's
-    DaemonSet brings its network)."""
-    node = KubeadmNode("pkl-kadm-w1", 2)
+@contextlib.contextmanager
+def joined_worker(control_plane: ControlPlane, name: str, index: int) -> Iterator[KubeadmNode]:
+    """kubeadm join of a node (TLS bootstrap with the init's token), until Ready (flannel's DaemonSet
+    brings its network); afterwards `kubeadm reset`, its Node deleted, and the node removed."""
+    node = KubeadmNode(name, index)
     try:
         node.up()
         kubeadm_join(node, control_plane)
@@ -283,6 +285,14 @@ def worker(control_plane):
         if node.holder is not None:
             reset(node)
         remove(node)
+        control_plane.node.kubectl("delete", "node", name, "--ignore-not-found", "--wait=false", check=False)
+
+
+@pytest.fixture(scope="package")
+def worker(control_plane):
+    """Node pkl-kadm-w1, joined for the package."""
+    with joined_worker(control_plane, "pkl-kadm-w1", 2) as node:
+        yield node
 
 
 def read_yaml(node: KubeadmNode, path: str) -> Any:

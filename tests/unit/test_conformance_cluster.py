@@ -19,6 +19,8 @@ NAMED_LIKE_THE_SAMPLE = {
     "[sig-network] Networking Granular Checks: Pods should function for intra-pod communication: udp "
     "[NodeConformance] [Conformance] [sig-network, NodeConformance, Conformance]": False,
     "[sig-network] Services should serve a basic endpoint from pods [Conformance] [sig-network, Conformance]": True,
+    "[sig-network] DNS should provide DNS for services [Conformance] [sig-network, Conformance]": True,
+    "[sig-network] DNS should provide DNS for ExternalName services [Conformance] [sig-network, Conformance]": False,
 }
 
 
