@@ -61,8 +61,8 @@ async def run_flood(kind: str, port: int, count: int, seconds: float) -> dict:
     return json.loads(out)
 
 
-@pytest.mark.parametrize("clients", [100, 1000])
-async def test_a_bogus_token_flood_gets_401_or_429_and_the_lease_keeps_renewing(node_agent, clients):
+async def test_a_bogus_token_flood_gets_401_or_429_and_the_lease_keeps_renewing(node_agent):
+    clients = 1000  # at once, each sending tokens the apiserver rejects
     await wait_for(lambda: api_answers(node_agent), 30, "the agent's kubelet API", describe=node_agent.describe)
     kube = await KubeClient.from_kubeconfig(str(ADMIN))
     renewals: list[float] = []
