@@ -4,6 +4,7 @@ a broken config.yaml that heals, and `kubeadm reset`. The tests run in order on 
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
 import os
@@ -81,8 +82,10 @@ async def test_join_bootstraps_a_second_node_that_runs_pods(control_plane: Contr
     cert = load_pair(pem, pem, CURRENT).cert
     assert cert.subject == node_subject(worker.name)  # CN=system:node:<name>, O=system:nodes
     token_id = control_plane.token.split(".")[0]
+    # this node's (the conformance sample's second worker joined with the same token)
     csrs = [c for c in control_plane.kubectl_json("get", "csr")["items"]
-            if c["spec"]["username"] == f"system:bootstrap:{token_id}"]
+            if c["spec"]["username"] == f"system:bootstrap:{token_id}"
+            and x509.load_pem_x509_csr(base64.b64decode(c["spec"]["request"])).subject == cert.subject]
     assert [c["status"]["conditions"][0]["reason"] for c in csrs] == ["AutoApproved"]
     node = control_plane.kubectl_json("get", "node", worker.name)
     assert {"key": "pykubelet.test/joined", "value": "yes", "effect": "PreferNoSchedule"} in node["spec"]["taints"]
