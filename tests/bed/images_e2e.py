@@ -14,7 +14,8 @@ by tests/bed/images.py (one deterministic layer, an OCI layout tar cached under
   k8s.io/kubernetes module (tests/bed/build-conformance.sh), on the userland its Dockerfile
   gives it: an Alpine base is BusyBox 1.37 plus bind-tools, curl, netcat-openbsd, iproute2,
   iperf, bash and util-linux-misc; here that BusyBox plus the same tools from Debian 12 packages
-  (bind9-dnsutils for dig and nslookup, iperf 2, util-linux). Its porter certificates, /uploads,
+  (bind9-dnsutils for dig and nslookup, iperf 2, util-linux, and libc-bin for the getent that
+  Alpine's musl-utils gives). Its porter certificates, /uploads,
   the agnhost-2 link and the user/group defined in the image are there; left out (no
   [Conformance] spec uses them, and they would have to be downloaded from elsewhere): the
   coredns 1.6.2 release tarball and the fake registry's image store.
@@ -110,7 +111,8 @@ def busybox_layer(_workdir: Path) -> list[Entry]:
 # ----------------------------------------------------------------------------- agnhost
 
 # Alpine's bind-tools, curl, netcat-openbsd, iproute2, iperf, bash and util-linux-misc in Debian.
-AGNHOST_DEBS = ["bash", "curl", "netcat-openbsd", "iproute2", "bind9-dnsutils", "iperf", "util-linux"]
+# libc-bin: getent, which Alpine's musl-utils gives upstream's image and the DNS specs' probes run
+AGNHOST_DEBS = ["bash", "curl", "netcat-openbsd", "iproute2", "bind9-dnsutils", "iperf", "util-linux", "libc-bin"]
 # Alpine's adduser/addgroup in agnhost's Dockerfile: the user and group some specs expect.
 AGNHOST_USERS = "user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh\n"
 AGNHOST_GROUPS = "user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n"

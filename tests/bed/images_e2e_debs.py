@@ -22,7 +22,9 @@ from images import Entry  # tests/bed/images.py (the caller puts tests/bed on sy
 EXCLUDED = ("usr/share/doc/", "usr/share/man/", "usr/share/info/", "usr/share/locale/", "usr/share/lintian/")
 # What Debian's slim container bases hold that the test images' programs need (their "required"
 # set would also bring apt, dpkg, login and more that no spec runs).
-DEBIAN_BASE = ["base-files", "base-passwd", "bash", "coreutils", "dash", "grep", "sed", "findutils", "hostname"]
+# libc-bin (getent, which the DNS specs' probes run) is in every Debian image: it is Essential
+DEBIAN_BASE = ["base-files", "base-passwd", "bash", "coreutils", "dash", "grep", "sed", "findutils", "hostname",
+               "libc-bin"]
 # Inst NAME (VERSION RELEASE [ARCH]) [what it breaks, if anything]
 INST = re.compile(r"^Inst (?P<name>\S+) \((?P<version>\S+) .*\[(?P<arch>[a-z0-9]+)\]\)")
 
