@@ -2,7 +2,7 @@
 need a cluster rather than one node (pods reaching each other across nodes through flannel,
 Services through pykubelet proxy, names through CoreDNS), on this tier's cluster.
 
-The full run builds a cluster of its own (about 13 minutes before its first spec). By the time
+The full run builds a cluster of its own (about 5 minutes before its first spec). By the time
 this module runs, the tier's cluster is that cluster with one worker less: pykubelet nodes made
 with kubeadm init and join, flannel, CoreDNS, and pykubelet-proxy in kube-proxy's place
 (test_addons.py, which pytest runs before this module, ends with that swap). The specs spread
