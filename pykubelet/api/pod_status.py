@@ -112,13 +112,14 @@ class PodCondition:
     last_transition_time: str
     reason: str = ""
     message: str = ""
-    observed_generation: int | None = None
-    """The pod generation it speaks of (every condition this node writes carries one)."""
+    observed_generation: int = 0
+    """The pod generation it speaks of (every condition this node writes carries one; 0: none, not
+    reported)."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.type, "status": "True" if self.status else "False",
                                "lastProbeTime": None, "lastTransitionTime": self.last_transition_time or None}
-        if self.observed_generation is not None:
+        if self.observed_generation:
             out["observedGeneration"] = self.observed_generation
         if self.reason:
             out["reason"] = self.reason

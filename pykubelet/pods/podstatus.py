@@ -116,7 +116,7 @@ def _conditions(pod: Pod, state: PodRuntimeState, status: PodStatus, start_time:
     def stamped(kind: str, outcome: conditions.Outcome) -> PodCondition:
         when = (outcome.true and adopted.get(kind)) or now or start_time
         return PodCondition(kind, outcome.true, rfc3339(when) or "", outcome.reason, outcome.message,
-                            status.observed_generation or None)
+                            status.observed_generation)
 
     sandbox = state.sandbox
     inits, apps = status.init_container_statuses, status.container_statuses
@@ -188,5 +188,5 @@ def pod_status(pod: Pod, state: PodRuntimeState, waiting: dict[str, tuple[str, s
     if evicted is not None and disrupted:
         status.conditions = [c for c in status.conditions if c.type != DISRUPTION_TARGET] + [PodCondition(
             DISRUPTION_TARGET, True, rfc3339(now or start_time) or "", "TerminationByKubelet", evicted[1],
-            status.observed_generation or None)]
+            status.observed_generation)]
     return status

@@ -187,7 +187,7 @@ class ResizeState:
                             (resize.IN_PROGRESS_CONDITION, conditions.in_progress)):
             if value is not None:
                 out.append(PodCondition(kind, True, rfc3339(now) or "", value[0], value[1],
-                                        observed_generation=value[2] or None))
+                                        observed_generation=value[2]))
         return out
 
     async def remove(self, uid: str) -> None:

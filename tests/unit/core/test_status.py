@@ -280,6 +280,8 @@ async def test_the_status_and_each_condition_name_the_generation_of_the_spec_the
         assert {c["type"]: c.get("observedGeneration") for c in written["conditions"]} == \
             dict.fromkeys(KUBELETS_CONDITIONS, 1)
         before = {c["type"]: c["lastTransitionTime"] for c in written["conditions"]}
+        # loop time (looptime), not a wait for anything: the next sync's clock reads 5 s later, so a
+        # condition stamped again would show it
         await asyncio.sleep(5)
         node.dispatcher.set_pods([generation(2, activeDeadlineSeconds=5000)])
         await until(lambda: kube.objects[PATH]["status"].get("observedGeneration") == 2, what="generation 2 observed")
