@@ -22,18 +22,21 @@ import asyncio
 import os
 import time
 from dataclasses import dataclass
-
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from typing import TYPE_CHECKING
 
 from pykubelet.config.settings import ClusterSettings
 from pykubelet.kube import errors
-from pykubelet.kube.certstore import CertificateError, CertStore, Pair, key_pem_of, load_pair
+from pykubelet.kube.certstore import CertificateError, CertStore, Pair, load_pair
 from pykubelet.kube.client import KubeClient
-from pykubelet.kube.csr import (CSRDenied, CSRTimeout, bootstrap_csr_name, csr_pem, new_key, request_certificate)
+from pykubelet.kube.csr import CSRDenied, CSRTimeout, import_key_maker, request_certificate
 from pykubelet.kube.kubeconfig import Kubeconfig, KubeconfigError, read_kubeconfig, write_node_kubeconfig
 from pykubelet.util import durable
 from pykubelet.util.log import get_logger
+
+# A node with a usable certificate reads it with the standard library; the key and CSR of a TLS
+# bootstrap are made with cryptography (csr_keys), imported (in a thread) only when one is made.
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric import ec
 
 log = get_logger(__name__)
 
@@ -133,6 +136,9 @@ async def _bootstrap(cluster: ClusterSettings, store: CertStore, node_name: str,
 
 
 async def _request(bootstrap_path: str, store: CertStore, node_name: str, user_agent: str) -> None:
+    await import_key_maker()
+    from pykubelet.kube.csr_keys import bootstrap_csr_name, csr_pem, key_pem_of
+
     read_kubeconfig(bootstrap_path)  # named errors for a missing or broken file, before kubernetes_asyncio's
     key = _pending_key(store)
     kube = await KubeClient.from_kubeconfig(bootstrap_path, user_agent=user_agent)
@@ -147,13 +153,15 @@ async def _request(bootstrap_path: str, store: CertStore, node_name: str, user_a
 
 
 def _pending_key(store: CertStore) -> ec.EllipticCurvePrivateKey:
+    from pykubelet.kube.csr_keys import key_pem_of, new_key, read_key  # imported by the caller, in a thread
+
     path = os.path.join(store.directory, PENDING_KEY)
     try:
         with open(path, "rb") as f:
-            key = serialization.load_pem_private_key(f.read(), password=None)
-        if isinstance(key, ec.EllipticCurvePrivateKey):
+            key = read_key(f.read())
+        if key is not None:
             return key
-    except (OSError, ValueError, TypeError):
+    except OSError:
         pass
     key = new_key()
     os.makedirs(store.directory, mode=0o700, exist_ok=True)

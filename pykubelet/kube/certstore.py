@@ -14,11 +14,8 @@ import datetime
 import os
 from dataclasses import dataclass
 
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-
-from pykubelet.util import durable
+from pykubelet.util import durable, x509_fields
+from pykubelet.util.x509_fields import CertificateFields
 
 PREFIX = "kubelet-client"
 
@@ -29,43 +26,37 @@ class CertificateError(ValueError):
 
 @dataclass(frozen=True)
 class Pair:
-    cert: x509.Certificate
+    cert: CertificateFields
     key_pem: bytes
-    cert_pem: bytes
+    """The private key's PEM block, as it was given."""
 
     @property
     def not_before(self) -> float:
-        return self.cert.not_valid_before_utc.timestamp()
+        return self.cert.not_before
 
     @property
     def not_after(self) -> float:
-        return self.cert.not_valid_after_utc.timestamp()
+        return self.cert.not_after
 
     def valid_at(self, when: float) -> bool:
-        return self.not_before <= when < self.not_after
+        return self.cert.valid_at(when)
 
 
 def load_pair(cert_pem: bytes, key_pem: bytes, where: str) -> Pair:
-    """The first certificate of cert_pem with the private key of key_pem (which may be the same PEM)."""
-    try:
-        certs = x509.load_pem_x509_certificates(cert_pem)
-    except ValueError as e:
-        raise CertificateError(f"{where}: no PEM certificate ({e})") from None
-    try:
-        key = serialization.load_pem_private_key(key_pem, password=None)  # skips certificate blocks
-    except (ValueError, TypeError) as e:
-        raise CertificateError(f"{where}: no usable PEM private key ({e})") from None
-    if not isinstance(key, (ec.EllipticCurvePrivateKey, rsa.RSAPrivateKey)):
-        raise CertificateError(f"{where}: unsupported private key type {type(key).__name__}")
-    if key.public_key().public_numbers() != certs[0].public_key().public_numbers():  # type: ignore[union-attr]
-        raise CertificateError(f"{where}: the private key does not match the certificate")
-    return Pair(certs[0], key_pem=key_pem_of(key), cert_pem=certs[0].public_bytes(serialization.Encoding.PEM))
+    """The first certificate of cert_pem with the private key of key_pem (which may be the same PEM).
 
-
-def key_pem_of(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
-    """The key as the kubelet writes it: unencrypted, "EC PRIVATE KEY" (or "RSA PRIVATE KEY")."""
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
-                             serialization.NoEncryption())
+    Read with the standard library (util/x509_fields.py): the agent checks its pair at every start."""
+    try:
+        cert = x509_fields.read(cert_pem)
+    except x509_fields.CertificateFormatError as e:
+        raise CertificateError(f"{where}: {e}") from None
+    key = x509_fields.private_key_pem(key_pem)  # skips certificate blocks
+    if not key:
+        raise CertificateError(f"{where}: no PEM private key")
+    if not x509_fields.key_matches(cert_pem, key):
+        raise CertificateError(f"{where}: the private key does not match the certificate (or is encrypted, "
+                               "or cannot be read)")
+    return Pair(cert, key)
 
 
 class CertStore:

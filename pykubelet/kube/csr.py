@@ -1,4 +1,6 @@
-"""The node's certificates from the apiserver: key, CertificateSigningRequest, approval.
+"""The node's certificates from the apiserver: what a CertificateSigningRequest asks for, sending it,
+waiting for its approval, and whether a certificate still answers it (the key and the CSR itself
+are made in csr_keys.py, with cryptography).
 
 Two kinds, both the kubelet's, both subject CN=system:node:<node>, O=system:nodes, with an ECDSA
 P-256 key (so never "key encipherment", which only RSA keys ask for) and no expirationSeconds
@@ -19,20 +21,16 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import hashlib
+import importlib
 import ipaddress
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
-
 from pykubelet.kube import errors
 from pykubelet.kube.client import KubeClient
 from pykubelet.util.log import get_logger
+from pykubelet.util.x509_fields import CertificateFields
 
 log = get_logger(__name__)
 
@@ -93,20 +91,18 @@ def serving_template(addresses: Iterable[dict[str, str]]) -> CSRTemplate | None:
                        tuple(str(ip) for ip in sorted(ips, key=lambda ip: (ip.version, int(ip)))))
 
 
-def satisfies(cert: x509.Certificate, node_name: str, template: CSRTemplate) -> bool:
+def satisfies(cert: CertificateFields, node_name: str, template: CSRTemplate) -> bool:
     """The certificate is for the node and carries exactly the template's SANs (a changed address
     asks for a new one, as the kubelet's certificate manager decides)."""
-    if cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME) != \
-            node_subject(node_name).get_attributes_for_oid(NameOID.COMMON_NAME):
+    if cert.common_names != (node_common_name(node_name),) or set(cert.organizations) != {NODES_GROUP}:
         return False
-    if {a.value for a in cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)} != {NODES_GROUP}:
-        return False
-    try:
-        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-        dns, ips = set(sans.get_values_for_type(x509.DNSName)), {str(ip) for ip in sans.get_values_for_type(x509.IPAddress)}
-    except x509.ExtensionNotFound:
-        dns, ips = set(), set()
-    return dns == set(template.dns_names) and ips == set(template.ips)
+    return set(cert.dns_names) == set(template.dns_names) and set(cert.ips) == set(template.ips)
+
+
+async def import_key_maker() -> None:
+    """Import csr_keys, and with it cryptography (~40 ms of reading and loading files), in a thread:
+    a node makes its first key long after its start, with the event loop serving its pods."""
+    await asyncio.to_thread(importlib.import_module, "pykubelet.kube.csr_keys")
 
 
 class CSRDenied(Exception):
@@ -117,35 +113,9 @@ class CSRTimeout(Exception):
     """Nobody approved or signed the CSR in time."""
 
 
-def new_key() -> ec.EllipticCurvePrivateKey:
-    return ec.generate_private_key(ec.SECP256R1())
-
-
-def node_subject(node_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, NODES_GROUP),
-                      x509.NameAttribute(NameOID.COMMON_NAME, f"system:node:{node_name}")])
-
-
-def csr_pem(key: ec.EllipticCurvePrivateKey, node_name: str, template: CSRTemplate = CLIENT) -> bytes:
-    builder = x509.CertificateSigningRequestBuilder().subject_name(node_subject(node_name))
-    sans: list[x509.GeneralName] = [x509.DNSName(name) for name in template.dns_names]
-    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in template.ips]
-    if sans:
-        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-    return builder.sign(key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
-
-
-def bootstrap_csr_name(key: ec.EllipticCurvePrivateKey, node_name: str) -> str:
-    """node-csr-<digest>: the kubelet's name for its bootstrap CSR. The digest (SHA-512/256) covers the
-    public key, CN, O and usages, each base64url-encoded and followed by "|" so no two inputs collide."""
-    def b64(data: bytes) -> str:
-        return base64.urlsafe_b64encode(data).decode().rstrip("=")
-
-    public = key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-    digest = hashlib.new("sha512_256")
-    for part in (public, f"system:node:{node_name}".encode(), NODES_GROUP.encode(), *(u.encode() for u in USAGES)):
-        digest.update(b64(part).encode() + b"|")
-    return "node-csr-" + b64(digest.digest())
+def node_common_name(node_name: str) -> str:
+    """The CN of both of the node's certificates (their O is NODES_GROUP)."""
+    return f"system:node:{node_name}"
 
 
 def csr_object(pem: bytes, name: str = "", template: CSRTemplate = CLIENT) -> dict[str, Any]:
@@ -153,15 +123,6 @@ def csr_object(pem: bytes, name: str = "", template: CSRTemplate = CLIENT) -> di
     return {"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest", "metadata": metadata,
             "spec": {"request": base64.b64encode(pem).decode(), "signerName": template.signer,
                      "usages": list(template.usages)}}
-
-
-def _same_request(theirs: bytes, ours: bytes) -> bool:
-    """Same key and subject (ECDSA signatures differ from one signing to the next)."""
-    try:
-        a, b = x509.load_pem_x509_csr(theirs), x509.load_pem_x509_csr(ours)
-    except ValueError:
-        return False
-    return a.subject == b.subject and a.public_key() == b.public_key()
 
 
 def _outcome(csr: dict[str, Any]) -> bytes | None:
@@ -184,7 +145,9 @@ async def request_certificate(kube: KubeClient, pem: bytes, *, name: str = "", w
         csr = await kube.create(CSR_PATH, csr_object(pem, name, template))
     except errors.Conflict:
         csr = await kube.get(f"{CSR_PATH}/{name}")
-        if not _same_request(base64.b64decode(csr["spec"]["request"]), pem):
+        from pykubelet.kube.csr_keys import same_request  # loaded already: the caller made `pem` with it
+
+        if not same_request(base64.b64decode(csr["spec"]["request"]), pem):
             raise CSRDenied(f"certificate signing request {name} exists for another key or subject") from None
     name = csr["metadata"]["name"]
     if template.manual_approval:

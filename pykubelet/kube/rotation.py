@@ -24,9 +24,9 @@ import time
 from typing import Awaitable, Callable
 
 from pykubelet.kube import errors
-from pykubelet.kube.certstore import CertificateError, CertStore, Pair, key_pem_of
+from pykubelet.kube.certstore import CertificateError, CertStore, Pair
 from pykubelet.kube.client import KubeClient
-from pykubelet.kube.csr import (CLIENT, CSRDenied, CSRTemplate, CSRTimeout, csr_pem, new_key, request_certificate,
+from pykubelet.kube.csr import (CLIENT, CSRDenied, CSRTemplate, CSRTimeout, import_key_maker, request_certificate,
                                 satisfies)
 from pykubelet.util.log import get_logger
 
@@ -122,6 +122,9 @@ class CertificateRotation:
             delay = min(delay * 2, RETRY_MAX)
 
     async def _request(self, template: CSRTemplate) -> None:
+        await import_key_maker()  # a node waiting for its rotation deadline has not loaded cryptography
+        from pykubelet.kube.csr_keys import csr_pem, key_pem_of, new_key
+
         key = new_key()
         certificate = await request_certificate(self.kube, csr_pem(key, self.node_name, template),
                                                 wait_seconds=CSR_WAIT_SECONDS, template=template)

@@ -21,11 +21,12 @@ import time
 from typing import TYPE_CHECKING, Callable
 
 from pykubelet.config import ServerSettings, Settings
-from pykubelet.util import tls_names
+from pykubelet.util import tls_names, x509_fields
 from pykubelet.util.log import get_logger
 
-# cryptography (~20 ms of a start) is imported where a certificate is made or read, always in a
-# thread: a restart that serves its stored self-signed pair needs only ssl.
+# cryptography (~20 ms of a start) is imported where a certificate is made, always in a thread; one
+# is read with the standard library (util/x509_fields.py): a restart that serves its stored pair
+# needs only ssl.
 if TYPE_CHECKING:  # the API client costs ~40 MB: a standalone node never loads it
     from pykubelet.kube.client import KubeClient
     from pykubelet.kube.rotation import CertificateRotation
@@ -150,15 +151,13 @@ class RotatingServingContext:
         self._current = await asyncio.to_thread(self._build, cert_path, key_path or cert_path)
 
     def _build(self, cert_path: str, key_path: str) -> tuple[ssl.SSLContext, float]:
-        from cryptography import x509
-
         context = server_context(self.settings, cert_path, key_path, self.client_ca_file)
         try:
             with open(cert_path, "rb") as f:
-                cert = x509.load_pem_x509_certificates(f.read())[0]
+                not_after = x509_fields.read(f.read()).not_after
         except (OSError, ValueError) as e:
             raise TLSError(f"cannot read the serving certificate {cert_path}: {e}") from None
-        return context, cert.not_valid_after_utc.timestamp()
+        return context, not_after
 
     def _choose(self, connection: ssl.SSLObject, _server_name: str | None, _listener: ssl.SSLContext) -> int | None:
         current = self._current

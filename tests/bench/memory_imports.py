@@ -87,7 +87,6 @@ def imports(top: int) -> None:
     sys.meta_path.insert(0, cost)
     for name in CLUSTER_MODULES:
         importlib.import_module(name)
-    import cryptography.x509  # noqa: F401 (the node's credentials are checked with it at start)
     sys.meta_path.remove(cost)
     by_package: collections.Counter[str] = collections.Counter()
     for origin, size in cost.own.items():

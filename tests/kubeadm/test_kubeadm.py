@@ -14,8 +14,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from pykubelet.kube.certstore import key_pem_of, load_pair
-from pykubelet.kube.csr import node_subject
+from pykubelet.kube.certstore import load_pair
+from pykubelet.kube.csr_keys import key_pem_of, node_subject
 from tests.helpers import wait_for
 from tests.kubeadm.conftest import ControlPlane, pod_uids, read_yaml, reset
 from tests.kubeadm.node import KubeadmNode
@@ -79,7 +79,8 @@ async def test_join_bootstraps_a_second_node_that_runs_pods(control_plane: Contr
     conf = read_yaml(worker, "/etc/kubernetes/kubelet.conf")
     assert conf["users"][0]["user"] == {"client-certificate": CURRENT, "client-key": CURRENT}
     pem = worker.read(CURRENT)
-    cert = load_pair(pem, pem, CURRENT).cert
+    load_pair(pem, pem, CURRENT)  # its key matches
+    cert = x509.load_pem_x509_certificate(pem)
     assert cert.subject == node_subject(worker.name)  # CN=system:node:<name>, O=system:nodes
     token_id = control_plane.token.split(".")[0]
     # this node's (the conformance sample's second worker joined with the same token)

@@ -6,11 +6,15 @@ a fresh interpreter, as the command does, and starts no daemon."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import pathlib
 import subprocess
 import sys
 import textwrap
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -245,3 +249,51 @@ def test_the_libraries_still_give_everything_when_asked():
                    "session": "ClientSession", "aiohttp": True, "kubernetes_asyncio": True,
                    "stream": "WsApiClient", "basic": "Basic dTpw", "urllib3": True, "unittest": "TestCase",
                    "aiolimiter": True}
+
+
+def test_a_node_with_a_certificate_checks_and_schedules_its_rotation_without_cryptography(tmp_path):
+    """kubeadm's layout after init: kubelet.conf names kubelet-client-current.pem, rotateCertificates
+    on. The start's credential check, the client made with the pair, and the rotation's first
+    decision (the certificate still names the node; its deadline) load no cryptography: it is
+    8 MiB of RSS for as long as the agent runs, and needed only to make a key or a CSR."""
+    from pykubelet.kube.certstore import CertStore
+    from pykubelet.kube.csr_keys import key_pem_of, new_key, node_subject
+
+    key = new_key()
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(node_subject("n1")).issuer_name(node_subject("n1"))
+            .public_key(key.public_key()).serial_number(1).not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(days=365)).sign(key, hashes.SHA256()))
+    cert_pem = cert.public_bytes(serialization.Encoding.PEM)
+    CertStore(str(tmp_path / "pki")).save(cert_pem, key_pem_of(key))
+    current = tmp_path / "pki" / "kubelet-client-current.pem"
+    (tmp_path / "kubelet.conf").write_text(KUBECONFIG.replace("server: \"http://127.0.0.1:%d\"", "server: https://127.0.0.1:6443")
+                                            .replace("{token: the-token}", f"{{client-certificate: {current}, client-key: {current}}}"))
+    out = _run(f"""
+        import asyncio, json, random, sys, time
+        from pykubelet.config.settings import ClusterSettings
+        from pykubelet.kube import bootstrap, csr
+        from pykubelet.kube.certstore import CertStore
+        from pykubelet.kube.client import KubeClient
+        from pykubelet.kube.rotation import ClientCertificateRotation, rotation_deadline
+
+        async def main():
+            cluster = ClusterSettings(kubeconfig="{tmp_path}/kubelet.conf", cert_dir="{tmp_path}/pki",
+                                      rotate_certificates=True)
+            credentials = await bootstrap.node_credentials(cluster, "n1", "test")
+            kube = await KubeClient.from_kubeconfig(credentials.kubeconfig, client_pem=credentials.client_pem)
+            try:
+                store = CertStore(cluster.cert_dir)
+                ClientCertificateRotation(kube, store, "n1")
+                pair = store.current()
+                deadline = rotation_deadline(pair, random.Random(1))
+            finally:
+                await kube.close()
+            return {{"rotate": credentials.rotate, "names_the_node": csr.satisfies(pair.cert, "n1", csr.CLIENT),
+                    "deadline_in_days": (deadline - time.time()) / 86400,
+                    "cryptography": [m for m in sys.modules if m.startswith("cryptography")]}}
+        print(json.dumps(asyncio.run(main())))
+    """)
+    assert out["rotate"] is True and out["names_the_node"] is True
+    assert 0.7 * 365 - 1 < out["deadline_in_days"] < 0.9 * 365
+    assert out["cryptography"] == []

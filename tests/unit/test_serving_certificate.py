@@ -20,9 +20,11 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from pykubelet.config import ConfigError, ServerSettings, Settings, build_parser, settings_from_args
-from pykubelet.kube import csr, rotation
-from pykubelet.kube.certstore import CertStore, key_pem_of
+from pykubelet.kube import csr, csr_keys, rotation
+from pykubelet.kube.certstore import CertStore
+from pykubelet.kube.csr_keys import key_pem_of
 from pykubelet.server import tls
+from pykubelet.util import x509_fields
 from tests.helpers import wait_for
 from tests.unit.test_tls_bootstrap import CA, NOW, FakeCSRApi
 
@@ -48,16 +50,16 @@ def sign_serving(ca: CA, request: x509.CertificateSigningRequest, lifetime: date
 def serving_pair(ca: CA, template: csr.CSRTemplate, node: str = "node-a",
                  lifetime: datetime.timedelta = datetime.timedelta(days=365),
                  start: datetime.datetime | None = None) -> tuple[bytes, bytes]:
-    key = csr.new_key()
-    request = x509.load_pem_x509_csr(csr.csr_pem(key, node, template))
+    key = csr_keys.new_key()
+    request = x509.load_pem_x509_csr(csr_keys.csr_pem(key, node, template))
     return sign_serving(ca, request, lifetime, start), key_pem_of(key)
 
 
 def test_the_serving_csr_is_the_kubelets():
     template = csr.serving_template(ADDRESSES)
     assert template is not None
-    key = csr.new_key()
-    pem = csr.csr_pem(key, "node-a", template)
+    key = csr_keys.new_key()
+    pem = csr_keys.csr_pem(key, "node-a", template)
     request = x509.load_pem_x509_csr(pem)
     assert isinstance(request.public_key(), ec.EllipticCurvePublicKey)
     assert request.public_key().curve.name == "secp256r1"  # so no "key encipherment" usage
@@ -98,7 +100,7 @@ def test_a_certificate_satisfies_the_template_only_with_the_same_names():
     ca = CA()
     template = csr.serving_template(ADDRESSES)
     assert template is not None
-    cert = x509.load_pem_x509_certificate(serving_pair(ca, template)[0])
+    cert = x509_fields.read(serving_pair(ca, template)[0])
     assert csr.satisfies(cert, "node-a", template)
     moved = csr.serving_template([{"type": "InternalIP", "address": "10.0.0.6"}, ADDRESSES[1]])
     assert moved is not None and not csr.satisfies(cert, "node-a", moved)

@@ -20,8 +20,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from pykubelet.config.settings import ClusterSettings
-from pykubelet.kube import bootstrap, csr, errors
-from pykubelet.kube.certstore import CertificateError, CertStore, key_pem_of, load_pair
+from pykubelet.kube import bootstrap, csr, csr_keys, errors
+from pykubelet.kube.certstore import CertificateError, CertStore, load_pair
+from pykubelet.kube.csr_keys import key_pem_of
 from pykubelet.kube.kubeconfig import KubeconfigError, read_kubeconfig, write_node_kubeconfig
 from pykubelet.kube.rotation import rotation_deadline
 
@@ -51,30 +52,30 @@ class CA:
         return cert.public_bytes(serialization.Encoding.PEM)
 
     def node_pair(self, node: str = "n1", **kwargs) -> tuple[bytes, bytes]:
-        key = csr.new_key()
-        return self.sign(key.public_key(), csr.node_subject(node), **kwargs), key_pem_of(key)
+        key = csr_keys.new_key()
+        return self.sign(key.public_key(), csr_keys.node_subject(node), **kwargs), key_pem_of(key)
 
 
 def test_the_csr_is_the_kubelets_client_csr():
-    key = csr.new_key()
-    request = x509.load_pem_x509_csr(csr.csr_pem(key, "worker-1"))
+    key = csr_keys.new_key()
+    request = x509.load_pem_x509_csr(csr_keys.csr_pem(key, "worker-1"))
     assert isinstance(request.public_key(), ec.EllipticCurvePublicKey)
     assert request.public_key().curve.name == "secp256r1"
     assert request.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "system:node:worker-1"
     assert [a.value for a in request.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)] == ["system:nodes"]
     assert not list(request.extensions)  # no SANs: csrapproving refuses client CSRs with any
-    body = csr.csr_object(csr.csr_pem(key, "worker-1"), "node-csr-x")
+    body = csr.csr_object(csr_keys.csr_pem(key, "worker-1"), "node-csr-x")
     assert body["spec"]["signerName"] == "kubernetes.io/kube-apiserver-client-kubelet"
     assert body["spec"]["usages"] == ["digital signature", "client auth"]
     assert "expirationSeconds" not in body["spec"]
 
 
 def test_the_bootstrap_csr_name_follows_the_key_and_the_node():
-    key, other = csr.new_key(), csr.new_key()
-    name = csr.bootstrap_csr_name(key, "n1")
+    key, other = csr_keys.new_key(), csr_keys.new_key()
+    name = csr_keys.bootstrap_csr_name(key, "n1")
     assert re.fullmatch(r"node-csr-[A-Za-z0-9_-]{43}", name)  # base64url of 32 bytes, unpadded
-    assert csr.bootstrap_csr_name(key, "n1") == name
-    assert csr.bootstrap_csr_name(other, "n1") != name and csr.bootstrap_csr_name(key, "n2") != name
+    assert csr_keys.bootstrap_csr_name(key, "n1") == name
+    assert csr_keys.bootstrap_csr_name(other, "n1") != name and csr_keys.bootstrap_csr_name(key, "n2") != name
 
 
 def test_the_store_writes_a_timestamped_pair_and_points_current_at_it(tmp_path):
@@ -87,7 +88,7 @@ def test_the_store_writes_a_timestamped_pair_and_points_current_at_it(tmp_path):
     assert os.path.realpath(store.current_path) == first
     pem = open(first, "rb").read()
     assert b"BEGIN CERTIFICATE" in pem and b"BEGIN EC PRIVATE KEY" in pem
-    assert store.current().cert.subject == csr.node_subject("n1")
+    assert store.current().cert.common_names == ("system:node:n1",)
     os.rename(first, first.replace(".pem", "-old.pem"))  # the next save within the same second
     second = store.save(*ca.node_pair("n1"))
     assert os.path.realpath(store.current_path) == second
@@ -178,7 +179,7 @@ async def test_with_rotation_an_embedded_certificate_seeds_the_store(tmp_path):
     creds = await bootstrap.node_credentials(cluster, "n1", "test")
     store = CertStore(cluster.cert_dir)
     assert creds == bootstrap.NodeCredentials(cluster.kubeconfig, store.current_path, True)
-    assert store.current().cert_pem == cert
+    assert x509.load_pem_x509_certificate(open(store.current_path, "rb").read()).public_bytes(serialization.Encoding.PEM) == cert
 
 
 @pytest.mark.parametrize("state", ["missing", "expired"])
@@ -205,6 +206,21 @@ async def test_a_valid_certificate_in_the_store_needs_no_new_csr(tmp_path):
     assert creds.client_pem == CertStore(cluster.cert_dir).current_path
     written = read_kubeconfig(cluster.kubeconfig)
     assert load_pair(written.cert_pem, written.key_pem, "written").cert == CertStore(cluster.cert_dir).current().cert
+
+
+def test_the_key_of_a_csr_still_waited_on_is_kept_across_restarts(tmp_path):
+    """So a restarted agent asks for the same CSR (its name follows the key) instead of a new one;
+    a pending key file that does not load is replaced."""
+    store = CertStore(str(tmp_path / "pki"))
+    first = bootstrap._pending_key(store)
+    again = bootstrap._pending_key(store)
+    assert csr_keys.bootstrap_csr_name(again, "n1") == csr_keys.bootstrap_csr_name(first, "n1")
+    pending = tmp_path / "pki" / bootstrap.PENDING_KEY
+    assert stat.S_IMODE(pending.stat().st_mode) == 0o600
+    pending.write_bytes(b"-----BEGIN EC PRIVATE KEY-----\ntorn\n")
+    replaced = bootstrap._pending_key(store)
+    assert csr_keys.bootstrap_csr_name(replaced, "n1") != csr_keys.bootstrap_csr_name(first, "n1")
+    assert csr_keys.read_key(pending.read_bytes()) is not None
 
 
 class FakeCSRApi:
@@ -243,11 +259,11 @@ async def test_an_approved_csr_gives_the_signed_certificate():
         cert = ca.sign(request.public_key(), request.subject)
         return {"conditions": [{"type": "Approved", "status": "True"}], "certificate": base64.b64encode(cert).decode()}
     api = FakeCSRApi(sign)
-    key = csr.new_key()
-    pem = await csr.request_certificate(api, csr.csr_pem(key, "n1"), name="node-csr-a", wait_seconds=5)  # type: ignore[arg-type]
+    key = csr_keys.new_key()
+    pem = await csr.request_certificate(api, csr_keys.csr_pem(key, "n1"), name="node-csr-a", wait_seconds=5)  # type: ignore[arg-type]
     load_pair(pem, key_pem_of(key), "issued")  # the certificate is for our key
     # an agent restarted while waiting finds its own CSR again instead of failing on the name
-    assert await csr.request_certificate(api, csr.csr_pem(key, "n1"), name="node-csr-a", wait_seconds=5) == pem  # type: ignore[arg-type]
+    assert await csr.request_certificate(api, csr_keys.csr_pem(key, "n1"), name="node-csr-a", wait_seconds=5) == pem  # type: ignore[arg-type]
     assert len(api.created) == 1
 
 
@@ -255,13 +271,13 @@ async def test_a_denied_csr_is_an_error_naming_it():
     api = FakeCSRApi(lambda obj: {"conditions": [{"type": "Denied", "status": "True", "reason": "NotOurs",
                                                   "message": "an admin said no"}]})
     with pytest.raises(csr.CSRDenied, match="node-csr-b was denied: NotOurs an admin said no"):
-        await csr.request_certificate(api, csr.csr_pem(csr.new_key(), "n1"), name="node-csr-b", wait_seconds=5)  # type: ignore[arg-type]
+        await csr.request_certificate(api, csr_keys.csr_pem(csr_keys.new_key(), "n1"), name="node-csr-b", wait_seconds=5)  # type: ignore[arg-type]
 
 
 async def test_an_unanswered_csr_times_out_naming_it_and_how_to_approve_it():
     api = FakeCSRApi(lambda obj: {})
     with pytest.raises(csr.CSRTimeout, match=r"node-csr-c .*kubectl certificate approve node-csr-c"):
-        await csr.request_certificate(api, csr.csr_pem(csr.new_key(), "n1"), name="node-csr-c", wait_seconds=0.3)  # type: ignore[arg-type]
+        await csr.request_certificate(api, csr_keys.csr_pem(csr_keys.new_key(), "n1"), name="node-csr-c", wait_seconds=0.3)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("error, says", [
@@ -302,8 +318,8 @@ async def test_rotation_stores_a_new_pair_for_a_new_key_and_switches_the_client_
     api = SigningApi(ca)
     await ClientCertificateRotation(api, store, "n1").rotate()  # type: ignore[arg-type]
     after = store.current()
-    assert after.cert.public_key() != before.cert.public_key()  # a new key, not a re-signed old one
-    assert after.cert.subject == csr.node_subject("n1")
+    assert after.key_pem != before.key_pem  # a new key, not a re-signed old one
+    assert x509.load_pem_x509_certificate(open(store.current_path, "rb").read()).subject == csr_keys.node_subject("n1")
     assert api.reloads == 1
 
 
