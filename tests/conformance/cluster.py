@@ -51,8 +51,8 @@ def conformance(kind: str, focus: str, skip: str, procs: int, results: pathlib.P
                 timeout: str = suite.SUITE_TIMEOUT) -> list[suite.Result]:
     """The whole run on a fresh cluster; the results (also in results/junit.xml)."""
     results.mkdir(parents=True, exist_ok=True)
-    with cluster_bed.exclusive():
-        cluster_bed.remove_leftovers()
+    with cluster_bed.exclusive(kind):
+        cluster_bed.remove_leftovers(kind)
         cluster = Cluster(kind)
         try:
             names = suite.selected(results / "dry-run", focus, skip)

@@ -8,8 +8,9 @@ certificates approved (serverTLSBootstrap, as the kubeadm tier sets it), and the
 - pykubelet: every kubelet is pykubelet, and kubeadm's kube-proxy DaemonSet is swapped for the
   pykubelet-proxy DaemonSet (`make addons`' manifest, on kubeadm's kube-proxy ConfigMap);
 - kubelet: every kubelet is the real kubelet v1.36.3 and the proxy kubeadm's kube-proxy.
-The LAN is not the kubeadm tier's (its tests may run at the same time): its own namespace,
-bridge, subnet, node names and state root.
+Each node type's cluster has a site of its own on the machine (LAN namespace, bridge, subnet,
+node names, state root, work dir, lock), not the kubeadm tier's either: the two clusters and the
+tier's tests can run at the same time, so the same day's comparison can be one window's.
 
 The suite reaches the cluster from inside the control-plane node's network namespace, where the
 apiserver, the nodes' addresses and (through flannel) the pods' are all routed.
@@ -38,13 +39,30 @@ from tests.kubeadm.conftest import (ADDONS, ControlPlane, approve_serving_certif
 from tests.kubeadm.node import (BED, K8S_BIN, LABEL_ARG, PRIVATE_RUN_DIRS, PYKUBELET, STATE_PREFIX, KubeadmNode, Lan,
                                 lan_down)
 
-LAN = Lan("pkl-clan", "clan0", "10.252.0", Path("/run") / f"{STATE_PREFIX}-conformance")
-NODE_NAMES = ("pkl-conf-cp", "pkl-conf-w1", "pkl-conf-w2")
-WORK = Path("/run/pkl-conformance-cluster")  # the admin kubeconfig: its path marks the suite's processes
-LOCK = Path("/tmp/pkl-conformance-cluster.lock")  # one such run at a time on a machine
-# The real kubelet kills what runs in pod cgroups under its cgroupRoot that it does not know: each
-# node's its own, under one root of the run's (pykubelet needs none: the kubeadm tier's nodes share).
-KUBELET_CGROUP_ROOT = "/pkl-conformance-cluster"
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where one node type's cluster lives on the machine; nothing in it is another site's."""
+
+    lan: Lan
+    node_names: tuple[str, str, str]  # the control plane, then the workers
+    work: Path  # the admin kubeconfig: its path marks the suite's processes
+    lock: Path  # one run of this node type at a time on a machine
+
+
+SITES = {
+    "pykubelet": Site(Lan("pkl-clan", "clan0", "10.252.0", Path("/run") / f"{STATE_PREFIX}-conformance"),
+                      ("pkl-conf-cp", "pkl-conf-w1", "pkl-conf-w2"), Path("/run/pkl-conformance-cluster"),
+                      Path("/tmp/pkl-conformance-cluster.lock")),
+    "kubelet": Site(Lan("pkl-clank", "clank0", "10.253.0", Path("/run") / f"{STATE_PREFIX}-conformance-kubelet"),
+                    ("pkl-confk-cp", "pkl-confk-w1", "pkl-confk-w2"), Path("/run/pkl-conformance-cluster-kubelet"),
+                    Path("/tmp/pkl-conformance-cluster-kubelet.lock")),
+}
+# The real kubelet kills what runs in pod cgroups under its cgroupRoot that it does not know (the
+# other clusters' pods included): each node's its own, under one root of the site's. pykubelet
+# needs none (the kubeadm tier's nodes share one).
+KUBELET_CGROUP_ROOT = "/pkl-conformance-kubelet"
 PATCHES = "/etc/kubeadm-patches"  # on the node: kubeadm's patches directory (the real kubelet's cgroupRoot)
 PROXY = {"pykubelet": "pykubelet-proxy", "kubelet": "kube-proxy"}  # the proxy DaemonSet in kube-system
 
@@ -61,7 +79,11 @@ class Cluster:
 
     def __post_init__(self) -> None:
         if not self.nodes:
-            self.nodes = [node_for(self.kind, name, i + 1) for i, name in enumerate(NODE_NAMES)]
+            self.nodes = [node_for(self.kind, name, i + 1) for i, name in enumerate(self.site.node_names)]
+
+    @property
+    def site(self) -> Site:
+        return SITES[self.kind]
 
     @property
     def control_plane(self) -> KubeadmNode:
@@ -73,7 +95,7 @@ class Cluster:
 
     @property
     def admin(self) -> Path:
-        return WORK / "admin.conf"
+        return self.site.work / "admin.conf"
 
     def target(self) -> suite.Target:
         return suite_target(self.control_plane, self.admin)
@@ -117,7 +139,7 @@ class Cluster:
             # the tier's mark of a joined node; a conformance cluster's workers carry no taint
             cp.kubectl("taint", "node", node.name, "pykubelet.test/joined-")
         self._wait_until_ready()
-        WORK.mkdir(parents=True, exist_ok=True)
+        self.site.work.mkdir(parents=True, exist_ok=True)
         self.admin.write_bytes(cp.read("/etc/kubernetes/admin.conf"))
         say("the cluster is up: " + ", ".join(f"{n.name} {n.ip}" for n in self.nodes))
 
@@ -136,16 +158,17 @@ class Cluster:
     def down(self) -> None:
         """kubeadm reset and removal of every node, then the LAN and the run's files and cgroups;
         safe on a half-made cluster."""
-        stop_the_suite()  # an interrupted run's
+        stop_the_suite(self.site)  # an interrupted run's
         for node in reversed(self.nodes):
             say(f"removing node {node.name}")
             if (node.state / "holder.pid").exists():
                 with contextlib.suppress(AssertionError, subprocess.TimeoutExpired):
                     reset(node)
             remove(node)
-        lan_down(LAN)
-        remove_kubelet_cgroup_root()
-        shutil.rmtree(WORK, ignore_errors=True)
+        lan_down(self.site.lan)
+        if self.kind == "kubelet":
+            remove_kubelet_cgroup_root()
+        shutil.rmtree(self.site.work, ignore_errors=True)
 
 
 def suite_target(control_plane: KubeadmNode, admin: Path) -> suite.Target:
@@ -158,8 +181,8 @@ def suite_target(control_plane: KubeadmNode, admin: Path) -> suite.Target:
 
 def node_for(kind: str, name: str, index: int) -> KubeadmNode:
     if kind == "kubelet":
-        return KubeadmNode(name, index, kubelet=REAL_KUBELET, extra_args=LABEL_ARG, lan=LAN)
-    return KubeadmNode(name, index, kubelet=PYKUBELET, lan=LAN)
+        return KubeadmNode(name, index, kubelet=REAL_KUBELET, extra_args=LABEL_ARG, lan=SITES[kind].lan)
+    return KubeadmNode(name, index, kubelet=PYKUBELET, lan=SITES[kind].lan)
 
 
 def import_e2e_images(node: KubeadmNode) -> None:
@@ -190,9 +213,9 @@ def remove_kubelet_cgroup_root() -> None:
 
 
 # ---------------------------------------------------------------- a killed run's leftovers
-def stop_the_suite() -> list[int]:
-    """ginkgo and e2e.test of this run or a killed one: their command lines name WORK's kubeconfig."""
-    marker = str(WORK).encode() + b"/"
+def stop_the_suite(site: Site) -> list[int]:
+    """ginkgo and e2e.test of this run or a killed one: their command lines name the site's kubeconfig."""
+    marker = str(site.work).encode() + b"/"
     pids = []
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) != os.getpid():
@@ -205,15 +228,17 @@ def stop_the_suite() -> list[int]:
     return pids
 
 
-def remove_leftovers() -> None:
-    """Before a run, under its lock: what a killed run left (its suite's processes, its nodes,
-    LAN and cgroups). Nothing here is another run's: the names are this run's alone."""
-    pids = stop_the_suite()
-    left = [n for n in NODE_NAMES if (LAN.state_root / n).exists() or Path("/var/run/netns", n).exists()]
-    if pids or left or LAN.state_root.exists() or Path("/var/run/netns", LAN.namespace).exists() or WORK.exists():
+def remove_leftovers(kind: str) -> None:
+    """Before a run, under its lock: what a killed run of the same node type left (its suite's
+    processes, its nodes, LAN and cgroups). Nothing here is another run's: the names are the site's."""
+    site = SITES[kind]
+    pids = stop_the_suite(site)
+    lan = site.lan
+    left = [n for n in site.node_names if (lan.state_root / n).exists() or Path("/var/run/netns", n).exists()]
+    if pids or left or lan.state_root.exists() or Path("/var/run/netns", lan.namespace).exists() or site.work.exists():
         say(f"removing what an earlier run left: processes {pids}, nodes {left}")
-        Cluster("pykubelet").down()  # the kind matters not: down removes by name
+        Cluster(kind).down()
 
 
-def exclusive() -> contextlib.AbstractContextManager[None]:
-    return bed.exclusive(LOCK, "conformance-cluster run")
+def exclusive(kind: str) -> contextlib.AbstractContextManager[None]:
+    return bed.exclusive(SITES[kind].lock, f"conformance-cluster run ({kind})")
