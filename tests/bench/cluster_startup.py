@@ -36,11 +36,16 @@ from pykubelet.network import assets
 from pykubelet.runtime import labels
 from tests import kubelet_chains
 from tests.bench.startup import machine, percentile
+from tests.conformance.owned import cgroup_hierarchies, remove_cgroup_tree
 from tests.cluster.conftest import ADMIN, STATE, cluster_sh, control_plane, kubectl
 from tests.helpers import wait_for
 from tests.runtime.conftest import BUSYBOX, ENDPOINT, free_port, remove_test_pods
 
 CNI_CONF_DIR = "/etc/cni/net.d"  # the test bed containerd's
+# The real kubelet kills what runs in pod cgroups under its cgroupRoot that it does not know. Under
+# the default root that is every other agent's pods on the machine (a conformance cluster's, the
+# kubeadm tier's): the benchmarks' kubelet gets a root of its own, as the conformance beds' do.
+KUBELET_CGROUP_ROOT = "/pkl-bench-kubelet"
 
 BIN = pathlib.Path(os.environ.get("PYKUBELET_CACHE", "/var/cache/pykubelet")) / "k8s" / "v1.36.3" / "bin"
 
@@ -109,13 +114,16 @@ class NodeAgent:
             config.write_text(yaml.safe_dump({
                 "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
                 "cgroupDriver": "cgroupfs", "failSwapOn": False, "failCgroupV1": False,
-                "staticPodPath": str(manifests), "containerRuntimeEndpoint": ENDPOINT,
+                "cgroupRoot": KUBELET_CGROUP_ROOT, "staticPodPath": str(manifests), "containerRuntimeEndpoint": ENDPOINT,
                 # Webhook authn/authz need an apiserver: a standalone kubelet refuses to start with them.
                 "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": not self.standalone},
                                    "x509": {"clientCAFile": str(STATE / "pki" / "ca.crt")}},
                 "authorization": {"mode": "AlwaysAllow" if self.standalone else "Webhook"},
                 "port": free_port(), "healthzPort": self.healthz_port,
                 "readOnlyPort": 0, **({"maxPods": self.max_pods} if self.max_pods else {})}))
+            for hierarchy in cgroup_hierarchies():  # the kubelet wants its cgroupRoot to exist
+                if os.path.exists(os.path.join(hierarchy, "cgroup.procs")):
+                    os.makedirs(os.path.join(hierarchy, KUBELET_CGROUP_ROOT.lstrip("/")), exist_ok=True)
             # --cert-dir does not follow --root-dir; the device plugin dir is fixed: note whether it was there.
             self.made_device_plugins = not os.path.exists(DEVICE_PLUGINS)
             self.made_chains = kubelet_chains.absent()  # it makes its iptables chains in this netns
@@ -160,6 +168,8 @@ class NodeAgent:
         root = self.workdir / "root"
         subprocess.run(["umount", "-R", str(root)], capture_output=True)  # the real kubelet bind-mounts it
         if self.kind == "kubelet":
+            for hierarchy in cgroup_hierarchies():
+                remove_cgroup_tree(os.path.join(hierarchy, KUBELET_CGROUP_ROOT.lstrip("/")))
             kubelet_chains.remove(getattr(self, "made_chains", set()))
             if getattr(self, "made_device_plugins", False):
                 shutil.rmtree(DEVICE_PLUGINS, ignore_errors=True)
