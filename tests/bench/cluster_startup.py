@@ -36,7 +36,7 @@ from pykubelet.network import assets
 from pykubelet.runtime import labels
 from tests import kubelet_chains
 from tests.bench.startup import machine, percentile
-from tests.conformance.owned import cgroup_hierarchies, remove_cgroup_tree
+from tests.conformance.owned import make_cgroup_root, remove_cgroup_root
 from tests.cluster.conftest import ADMIN, STATE, cluster_sh, control_plane, kubectl
 from tests.helpers import wait_for
 from tests.runtime.conftest import BUSYBOX, ENDPOINT, free_port, remove_test_pods
@@ -121,9 +121,7 @@ class NodeAgent:
                 "authorization": {"mode": "AlwaysAllow" if self.standalone else "Webhook"},
                 "port": free_port(), "healthzPort": self.healthz_port,
                 "readOnlyPort": 0, **({"maxPods": self.max_pods} if self.max_pods else {})}))
-            for hierarchy in cgroup_hierarchies():  # the kubelet wants its cgroupRoot to exist
-                if os.path.exists(os.path.join(hierarchy, "cgroup.procs")):
-                    os.makedirs(os.path.join(hierarchy, KUBELET_CGROUP_ROOT.lstrip("/")), exist_ok=True)
+            make_cgroup_root(KUBELET_CGROUP_ROOT)
             # --cert-dir does not follow --root-dir; the device plugin dir is fixed: note whether it was there.
             self.made_device_plugins = not os.path.exists(DEVICE_PLUGINS)
             self.made_chains = kubelet_chains.absent()  # it makes its iptables chains in this netns
@@ -168,8 +166,7 @@ class NodeAgent:
         root = self.workdir / "root"
         subprocess.run(["umount", "-R", str(root)], capture_output=True)  # the real kubelet bind-mounts it
         if self.kind == "kubelet":
-            for hierarchy in cgroup_hierarchies():
-                remove_cgroup_tree(os.path.join(hierarchy, KUBELET_CGROUP_ROOT.lstrip("/")))
+            remove_cgroup_root(KUBELET_CGROUP_ROOT)
             kubelet_chains.remove(getattr(self, "made_chains", set()))
             if getattr(self, "made_device_plugins", False):
                 shutil.rmtree(DEVICE_PLUGINS, ignore_errors=True)

@@ -161,8 +161,7 @@ class Node:
                 "--cni-socket", str(STATE / "cni.sock")]
 
     def _kubelet_argv(self, kubeconfig: pathlib.Path) -> list[str]:
-        for hierarchy in owned.cgroup_hierarchies():  # the kubelet insists that its cgroup root exists
-            os.makedirs(os.path.join(hierarchy, NODE_CGROUP_ROOT.lstrip("/")), exist_ok=True)
+        owned.make_cgroup_root(NODE_CGROUP_ROOT)
         owned.note_what_the_kubelet_will_make([str(DEVICE_PLUGINS)])
         config = self.dir / "kubelet.yaml"
         config.write_text(yaml.safe_dump({

@@ -31,7 +31,7 @@ from tests import progress
 from tests.bench.kubeadm import REAL_KUBELET
 from tests.conformance import suite
 from tests.conformance import bed
-from tests.conformance.owned import cgroup_hierarchies, remove_cgroup_tree
+from tests.conformance.owned import make_cgroup_root, remove_cgroup_root
 from tests.helpers import run_to_completion, wait_for
 from tests.kubeadm.conftest import (ADDONS, ControlPlane, approve_serving_certificate, daemon_set_ready,
                                     deployment_available, images_for, join_config, kubeadm, kubeadm_init,
@@ -200,16 +200,11 @@ def kubelet_cgroup_root(node_name: str) -> str:
 
 
 def make_kubelet_cgroup_root(node_name: str) -> None:
-    """The kubelet wants its cgroupRoot to exist before it starts."""
-    for hierarchy in cgroup_hierarchies():
-        if os.path.exists(os.path.join(hierarchy, "cgroup.procs")):
-            os.makedirs(os.path.join(hierarchy, kubelet_cgroup_root(node_name).lstrip("/")), exist_ok=True)
+    make_cgroup_root(kubelet_cgroup_root(node_name))
 
 
 def remove_kubelet_cgroup_root() -> None:
-    """rmdir deepest first; a cgroup that still holds a process stays, and is said."""
-    for hierarchy in cgroup_hierarchies():
-        remove_cgroup_tree(os.path.join(hierarchy, KUBELET_CGROUP_ROOT.lstrip("/")))
+    remove_cgroup_root(KUBELET_CGROUP_ROOT)
 
 
 # ---------------------------------------------------------------- a killed run's leftovers

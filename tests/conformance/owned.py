@@ -115,10 +115,23 @@ def remove_cgroup_tree(top: str) -> None:
             say(f"WARNING: cannot remove cgroup {dirpath}: {e.strerror}")
 
 
+def make_cgroup_root(root: str) -> None:
+    """A real kubelet's cgroupRoot, in every hierarchy: the kubelet wants it there before it starts.
+    (Under the default root, "/", the kubelet kills the pods of every other agent on the machine.)"""
+    for hierarchy in cgroup_hierarchies():
+        if os.path.exists(os.path.join(hierarchy, "cgroup.procs")):
+            os.makedirs(os.path.join(hierarchy, root.lstrip("/")), exist_ok=True)
+
+
+def remove_cgroup_root(root: str) -> None:
+    """Every cgroup under root, in every hierarchy (remove_cgroup_tree)."""
+    for hierarchy in cgroup_hierarchies():
+        remove_cgroup_tree(os.path.join(hierarchy, root.lstrip("/")))
+
+
 def _remove_cgroup_root() -> None:
     """Every cgroup under the node's root."""
-    for top in _cgroup_tops():
-        remove_cgroup_tree(top)
+    remove_cgroup_root(NODE_CGROUP_ROOT)
 
 
 # ---------------------------------------------------------------- a killed run's leftovers
