@@ -87,32 +87,46 @@ def _valid_current(store: CertStore) -> Pair | None:
 
 
 async def node_credentials(cluster: ClusterSettings, node_name: str, user_agent: str) -> NodeCredentials:
-    """The credentials the agent joins the cluster with, after TLS bootstrap if it takes one."""
+    """The credentials the agent joins the cluster with, after TLS bootstrap if it takes one. Every
+    file is read and written in a thread: static pods may be running meanwhile."""
     store = CertStore(cluster.cert_dir)
-    config, why = _usable(cluster.kubeconfig)
-    if config is not None:
-        if not (cluster.rotate_certificates and config.has_client_cert):
-            return NodeCredentials(cluster.kubeconfig, "", False)
-        if _valid_current(store) is None:
-            path = store.save(config.cert_pem, config.key_pem or config.cert_pem)
-            log.info("Seeded the client certificate store from the kubeconfig", kubeconfig=cluster.kubeconfig, file=path)
-        return NodeCredentials(cluster.kubeconfig, store.current_path, True)
+    at_hand, why = await asyncio.to_thread(_credentials_at_hand, cluster, store)
+    if at_hand is not None:
+        return at_hand
     if not cluster.bootstrap_kubeconfig:
         raise BootstrapError(f"{cluster.kubeconfig}: {why}, and there is no --bootstrap-kubeconfig to get a "
                              "client certificate with")
     log.info("No usable kubeconfig; TLS bootstrap", kubeconfig=cluster.kubeconfig, reason=why,
              bootstrapKubeconfig=cluster.bootstrap_kubeconfig, certDir=cluster.cert_dir)
-    if _valid_current(store) is None:
+    if await asyncio.to_thread(_valid_current, store) is None:
         await _bootstrap(cluster, store, node_name, user_agent)
     else:
         log.info("Using the valid client certificate already in the store", file=store.current_path)
+    await asyncio.to_thread(_write_node_kubeconfig, cluster, store)
+    log.info("Wrote the node's kubeconfig", kubeconfig=cluster.kubeconfig, client=store.current_path)
+    return NodeCredentials(cluster.kubeconfig, store.current_path, cluster.rotate_certificates)
+
+
+def _credentials_at_hand(cluster: ClusterSettings, store: CertStore) -> tuple[NodeCredentials | None, str]:
+    """The credentials of a usable --kubeconfig (the store seeded from it, with rotation); else
+    None and why it cannot be used."""
+    config, why = _usable(cluster.kubeconfig)
+    if config is None:
+        return None, why
+    if not (cluster.rotate_certificates and config.has_client_cert):
+        return NodeCredentials(cluster.kubeconfig, "", False), ""
+    if _valid_current(store) is None:
+        path = store.save(config.cert_pem, config.key_pem or config.cert_pem)
+        log.info("Seeded the client certificate store from the kubeconfig", kubeconfig=cluster.kubeconfig, file=path)
+    return NodeCredentials(cluster.kubeconfig, store.current_path, True), ""
+
+
+def _write_node_kubeconfig(cluster: ClusterSettings, store: CertStore) -> None:
     try:
         bootstrap = read_kubeconfig(cluster.bootstrap_kubeconfig)
     except KubeconfigError as e:
         raise BootstrapError(f"cannot write {cluster.kubeconfig}: {e}") from None
     write_node_kubeconfig(cluster.kubeconfig, bootstrap, store.current_path)
-    log.info("Wrote the node's kubeconfig", kubeconfig=cluster.kubeconfig, client=store.current_path)
-    return NodeCredentials(cluster.kubeconfig, store.current_path, cluster.rotate_certificates)
 
 
 async def _bootstrap(cluster: ClusterSettings, store: CertStore, node_name: str, user_agent: str) -> None:
@@ -139,16 +153,17 @@ async def _request(bootstrap_path: str, store: CertStore, node_name: str, user_a
     await import_key_maker()
     from pykubelet.kube.csr_keys import bootstrap_csr_name, csr_pem, key_pem_of
 
-    read_kubeconfig(bootstrap_path)  # named errors for a missing or broken file, before kubernetes_asyncio's
-    key = _pending_key(store)
+    # named errors for a missing or broken file, before kubernetes_asyncio's
+    await asyncio.to_thread(read_kubeconfig, bootstrap_path)
+    key = await asyncio.to_thread(_pending_key, store)
     kube = await KubeClient.from_kubeconfig(bootstrap_path, user_agent=user_agent)
     try:
         certificate = await request_certificate(kube, csr_pem(key, node_name), name=bootstrap_csr_name(key, node_name),
                                                 wait_seconds=CSR_WAIT_SECONDS)
     finally:
         await kube.close()
-    path = store.save(certificate, key_pem_of(key))
-    _forget_pending_key(store)
+    path = await asyncio.to_thread(store.save, certificate, key_pem_of(key))
+    await asyncio.to_thread(_forget_pending_key, store)
     log.info("TLS bootstrap done: client certificate stored", file=path, node=node_name)
 
 

@@ -182,6 +182,35 @@ async def test_with_rotation_an_embedded_certificate_seeds_the_store(tmp_path):
     assert x509.load_pem_x509_certificate(open(store.current_path, "rb").read()).public_bytes(serialization.Encoding.PEM) == cert
 
 
+async def test_the_credential_files_are_read_and_written_off_the_event_loop(tmp_path, monkeypatch):
+    """Static pods may run while the node finds its credentials: the kubeconfig's read, the
+    certificate check and the store's write happen in threads."""
+    import threading
+
+    ca = CA()
+    cert, key = ca.node_pair()
+    cluster = settings(tmp_path, rotate_certificates=True)
+    kubeconfig(tmp_path / "kubelet.conf", ca=ca.pem, user={"client-certificate-data": base64.b64encode(cert).decode(),
+                                                          "client-key-data": base64.b64encode(key).decode()})
+    on_the_loop = []
+    for name in ("read_kubeconfig", "load_pair"):
+        real = getattr(bootstrap, name)
+
+        def watched(*args, real=real, name=name):
+            on_the_loop.append((name, threading.current_thread() is threading.main_thread()))
+            return real(*args)
+        monkeypatch.setattr(bootstrap, name, watched)
+    real_save = CertStore.save
+
+    def save(self, *args):
+        on_the_loop.append(("save", threading.current_thread() is threading.main_thread()))
+        return real_save(self, *args)
+    monkeypatch.setattr(CertStore, "save", save)
+    await bootstrap.node_credentials(cluster, "n1", "test")
+    assert {name for name, _ in on_the_loop} == {"read_kubeconfig", "load_pair", "save"}
+    assert [name for name, main in on_the_loop if main] == []
+
+
 @pytest.mark.parametrize("state", ["missing", "expired"])
 async def test_without_a_usable_kubeconfig_or_a_bootstrap_kubeconfig_the_error_names_the_file(tmp_path, state):
     cluster = settings(tmp_path)
